@@ -1,0 +1,262 @@
+// Package config loads callwire's configuration: built-in defaults, then a YAML file, then
+// CALLWIRE_* environment variables, then command-line flags, each layer overriding the one
+// before, into one typed Config. Nothing here is global; the loaded Config is passed down.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+// EnvPrefix starts every environment variable callwire reads. The rest of the name is the key
+// with its first '.' written as '_': CALLWIRE_DATABASE_URL sets database.url and
+// CALLWIRE_SERVER_BODY_LIMIT sets server.body_limit.
+const EnvPrefix = "CALLWIRE_"
+
+// Config is the whole configuration.
+type Config struct {
+	Server   Server   `koanf:"server"`
+	Database Database `koanf:"database"`
+	Ingest   Ingest   `koanf:"ingest"`
+	Log      Log      `koanf:"log"`
+}
+
+// Server configures the HTTP listener.
+type Server struct {
+	// Listen is the address to serve on, host:port. Default ":8080".
+	Listen string `koanf:"listen"`
+	// BodyLimit is the largest request body accepted, in bytes; larger ones get 413. Default
+	// 1 MiB: fifty events with sizeable raw SIP messages fit.
+	BodyLimit int `koanf:"body_limit"`
+	// ReadTimeout bounds reading a request; WriteTimeout writing a response; IdleTimeout a
+	// kept-alive connection between requests.
+	ReadTimeout  time.Duration `koanf:"read_timeout"`
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+	IdleTimeout  time.Duration `koanf:"idle_timeout"`
+	// ShutdownTimeout is how long in-flight requests get to finish on shutdown.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// RetryAfter is the pause a 503 asks reporters to take, rounded up to whole seconds.
+	RetryAfter time.Duration `koanf:"retry_after"`
+}
+
+// Database chooses and tunes the store.
+type Database struct {
+	// URL is a PostgreSQL connection URL (postgres://...). Empty means the embedded store.
+	URL string `koanf:"url"`
+	// Path is the embedded store's file, used when URL is empty. Default "data/callwire.db".
+	Path string `koanf:"path"`
+	// MaxConns is the PostgreSQL pool size. Default 16.
+	MaxConns int `koanf:"max_conns"`
+	// AcquireTimeout is how long a request waits for a pooled connection before it is answered
+	// 503. Default 2s.
+	AcquireTimeout time.Duration `koanf:"acquire_timeout"`
+	// AutoMigrate applies pending migrations when a command opens the store. Default true.
+	AutoMigrate bool `koanf:"auto_migrate"`
+}
+
+// Ingest tunes the write pipeline.
+type Ingest struct {
+	// LookupTimeout bounds the caller lookup. Default 800ms: the phone is ringing.
+	LookupTimeout time.Duration `koanf:"lookup_timeout"`
+	// PublishTimeout bounds publishing a popup. Default 500ms.
+	PublishTimeout time.Duration `koanf:"publish_timeout"`
+	// WriteTimeout bounds the store write; past it the request answers 503. Default 10s.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `koanf:"level"`
+	// Format is json, text, or auto (text on a terminal, json otherwise). Default auto.
+	Format string `koanf:"format"`
+}
+
+// Defaults returns the configuration used when nothing is set.
+func Defaults() Config {
+	return Config{
+		Server: Server{
+			Listen:          ":8080",
+			BodyLimit:       1 << 20,
+			ReadTimeout:     10 * time.Second,
+			WriteTimeout:    15 * time.Second,
+			IdleTimeout:     2 * time.Minute,
+			ShutdownTimeout: 15 * time.Second,
+			RetryAfter:      2 * time.Second,
+		},
+		Database: Database{
+			Path:           "data/callwire.db",
+			MaxConns:       16,
+			AcquireTimeout: 2 * time.Second,
+			AutoMigrate:    true,
+		},
+		Ingest: Ingest{
+			LookupTimeout:  800 * time.Millisecond,
+			PublishTimeout: 500 * time.Millisecond,
+			WriteTimeout:   10 * time.Second,
+		},
+		Log: Log{Level: "info", Format: "auto"},
+	}
+}
+
+// Load builds the Config: defaults, then the YAML file at path (skipped when path is empty),
+// then environment variables from environ (os.Environ() in production), then the flags of fs
+// that were set on the command line (nil for none). A flag maps to a key through flagKeys, for
+// example "listen" → "server.listen"; unmapped flags are ignored. The result is validated.
+func Load(path string, environ []string, fs *pflag.FlagSet, flagKeys map[string]string) (Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(defaultsMap(), "."), nil); err != nil {
+		return Config{}, fmt.Errorf("config: defaults: %w", err)
+	}
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return Config{}, fmt.Errorf("config: read %s: %w", path, err)
+		}
+	}
+	envMap := map[string]any{}
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) {
+			continue
+		}
+		if key := envKey(name); key != "" {
+			envMap[key] = val
+		}
+	}
+	if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
+		return Config{}, fmt.Errorf("config: environment: %w", err)
+	}
+	if fs != nil {
+		err := k.Load(posflag.ProviderWithFlag(fs, ".", k, func(f *pflag.Flag) (string, any) {
+			key, ok := flagKeys[f.Name]
+			if !ok || !f.Changed {
+				return "", nil
+			}
+			return key, posflag.FlagVal(fs, f)
+		}), nil)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: flags: %w", err)
+		}
+	}
+	var c Config
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// envKey maps CALLWIRE_DATABASE_URL to database.url; names that map to no section give "".
+func envKey(name string) string {
+	rest := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
+	section, key, ok := strings.Cut(rest, "_")
+	if !ok || key == "" {
+		return ""
+	}
+	switch section {
+	case "server", "database", "ingest", "log":
+		return section + "." + key
+	}
+	return ""
+}
+
+func defaultsMap() map[string]any {
+	d := Defaults()
+	return map[string]any{
+		"server.listen":            d.Server.Listen,
+		"server.body_limit":        d.Server.BodyLimit,
+		"server.read_timeout":      d.Server.ReadTimeout.String(),
+		"server.write_timeout":     d.Server.WriteTimeout.String(),
+		"server.idle_timeout":      d.Server.IdleTimeout.String(),
+		"server.shutdown_timeout":  d.Server.ShutdownTimeout.String(),
+		"server.retry_after":       d.Server.RetryAfter.String(),
+		"database.url":             d.Database.URL,
+		"database.path":            d.Database.Path,
+		"database.max_conns":       d.Database.MaxConns,
+		"database.acquire_timeout": d.Database.AcquireTimeout.String(),
+		"database.auto_migrate":    d.Database.AutoMigrate,
+		"ingest.lookup_timeout":    d.Ingest.LookupTimeout.String(),
+		"ingest.publish_timeout":   d.Ingest.PublishTimeout.String(),
+		"ingest.write_timeout":     d.Ingest.WriteTimeout.String(),
+		"log.level":                d.Log.Level,
+		"log.format":               d.Log.Format,
+	}
+}
+
+// Validate reports every problem with the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		bad("server.listen", "must be host:port, got %q", c.Server.Listen)
+	}
+	if c.Server.BodyLimit < 4096 {
+		bad("server.body_limit", "must be at least 4096 bytes, got %d", c.Server.BodyLimit)
+	}
+	positive := map[string]time.Duration{
+		"server.read_timeout": c.Server.ReadTimeout, "server.write_timeout": c.Server.WriteTimeout,
+		"server.idle_timeout": c.Server.IdleTimeout, "server.shutdown_timeout": c.Server.ShutdownTimeout,
+		"server.retry_after": c.Server.RetryAfter, "database.acquire_timeout": c.Database.AcquireTimeout,
+		"ingest.lookup_timeout": c.Ingest.LookupTimeout, "ingest.publish_timeout": c.Ingest.PublishTimeout,
+		"ingest.write_timeout": c.Ingest.WriteTimeout,
+	}
+	for _, key := range sortedKeys(positive) {
+		if positive[key] <= 0 {
+			bad(key, "must be a positive duration such as 500ms or 2s")
+		}
+	}
+	if c.Database.URL != "" {
+		u, err := url.Parse(c.Database.URL)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			bad("database.url", "must be a postgres:// or postgresql:// URL")
+		}
+	} else if c.Database.Path == "" {
+		bad("database.path", "must name a file when database.url is empty")
+	}
+	if c.Database.MaxConns < 1 {
+		bad("database.max_conns", "must be at least 1, got %d", c.Database.MaxConns)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "text", "auto":
+	default:
+		bad("log.format", "must be json, text or auto, got %q", c.Log.Format)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+}
+
+func sortedKeys(m map[string]time.Duration) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,358 @@
+// Package httpapi serves callwire's HTTP API with Fiber: POST /api/v1/calls/events, health and
+// readiness probes, and metrics. Every response, errors included, carries X-Trace-ID, and every
+// failure has the body {"success": false, "error": <status line>, "message": <sentence>}.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/callwire/callwire/core/auth"
+	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/sdk/event"
+)
+
+// EventsPath is the one write endpoint.
+const EventsPath = "/api/v1/calls/events"
+
+// TraceHeader carries the request's trace id on every response.
+const TraceHeader = "X-Trace-ID"
+
+// Authenticator proves who a request acts as.
+type Authenticator interface {
+	Authenticate(ctx context.Context, c auth.Credentials) (auth.Principal, error)
+}
+
+// Ingester runs the write pipeline for one authenticated, validated report.
+type Ingester interface {
+	Ingest(ctx context.Context, orgID, traceID string, events []event.Parsed) (ingest.Result, error)
+}
+
+// Options configure the API. Auth, Ingest and BaseContext are required; zero durations and limits
+// take the defaults of core/config.
+type Options struct {
+	Auth   Authenticator
+	Ingest Ingester
+	// Ready reports whether the service can take writes (the store answers); nil means always.
+	Ready func(ctx context.Context) error
+	// BaseContext is the parent of every request's context. Cancel it only after shutdown.
+	BaseContext context.Context
+	Logger      *slog.Logger
+	// Registerer and Gatherer serve and collect metrics; nil disables /metrics.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// BodyLimit is the largest body accepted in bytes; larger gets 413. Default 1 MiB.
+	BodyLimit int
+	// RequestTimeout bounds one request's work. Default 15s.
+	RequestTimeout time.Duration
+	ReadTimeout    time.Duration
+	WriteTimeout   time.Duration
+	IdleTimeout    time.Duration
+	// RetryAfter is sent with every 503. Default 2s.
+	RetryAfter time.Duration
+}
+
+type api struct {
+	o          Options
+	log        *slog.Logger
+	retryAfter string
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+}
+
+// New returns the Fiber app serving the API.
+func New(o Options) (*fiber.App, error) {
+	if o.Auth == nil || o.Ingest == nil || o.BaseContext == nil {
+		return nil, errors.New("httpapi: Auth, Ingest and BaseContext are required")
+	}
+	if o.BodyLimit <= 0 {
+		o.BodyLimit = 1 << 20
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 15 * time.Second
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = 2 * time.Second
+	}
+	a := &api{o: o, log: o.Logger, retryAfter: strconv.Itoa(int((o.RetryAfter + time.Second - 1) / time.Second))}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "callwire_http_requests_total", Help: "HTTP requests by route and status.",
+	}, []string{"route", "status"})
+	a.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "callwire_http_request_seconds", Help: "HTTP request latency by route.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	}, []string{"route"})
+	if o.Registerer != nil {
+		for _, c := range []prometheus.Collector{a.requests, a.latency} {
+			if err := o.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("httpapi: register metrics: %w", err)
+			}
+		}
+	}
+	app := fiber.New(fiber.Config{
+		AppName:               "callwire",
+		BodyLimit:             o.BodyLimit,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		IdleTimeout:           o.IdleTimeout,
+		DisableStartupMessage: true,
+		ErrorHandler:          a.errorHandler,
+		// Fiber answers 405 with an Allow header when the path exists for another method.
+		ReadBufferSize: 16 << 10,
+	})
+	app.Use(a.middleware)
+	app.Post(EventsPath, a.postEvents)
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/readyz", a.readyz)
+	if o.Gatherer != nil {
+		app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+	}
+	app.All(EventsPath, func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderAllow, fiber.MethodPost)
+		return fiber.NewError(fiber.StatusMethodNotAllowed, "use POST to submit call events")
+	})
+	return app, nil
+}
+
+// middleware gives every request a trace id and a context, recovers panics, and logs and counts
+// the request.
+func (a *api) middleware(c *fiber.Ctx) (err error) {
+	start := time.Now()
+	trace := traceID(c)
+	c.Locals(traceKey{}, trace)
+	c.Set(TraceHeader, trace)
+	ctx, cancel := context.WithTimeout(a.o.BaseContext, a.o.RequestTimeout)
+	defer cancel()
+	c.SetUserContext(ctx)
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("panic serving request", "trace_id", trace, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = fiber.NewError(fiber.StatusInternalServerError, "internal error; the request was not processed")
+		}
+		if err != nil {
+			if herr := a.errorHandler(c, err); herr != nil {
+				a.log.Error("writing error response", "trace_id", trace, "error", herr)
+			}
+			err = nil
+		}
+		status := c.Response().StatusCode()
+		route := c.Route().Path
+		if status == fiber.StatusNotFound {
+			route = "unmatched"
+		}
+		a.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		a.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelError
+		}
+		a.log.Log(ctx, level, "request", "trace_id", trace, "method", c.Method(), "path", c.Path(),
+			"status", status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+	}()
+	return c.Next()
+}
+
+type traceKey struct{}
+
+// traceID returns the request's X-Trace-ID when it is a sensible token (1 to 128 characters of
+// letters, digits, '-', '_', '.', ':'), otherwise a new random one. Reporters may thus correlate
+// their own logs with ours.
+func traceID(c *fiber.Ctx) string {
+	if v := c.Get(TraceHeader); v != "" && len(v) <= 128 {
+		ok := true
+		for i := 0; i < len(v) && ok; i++ {
+			ch := v[i]
+			ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+				ch == '-' || ch == '_' || ch == '.' || ch == ':'
+		}
+		if ok {
+			return strings.Clone(v)
+		}
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func trace(c *fiber.Ctx) string {
+	if v, ok := c.Locals(traceKey{}).(string); ok {
+		return v
+	}
+	// The request failed before the middleware ran (body too large, malformed request line).
+	t := traceID(c)
+	c.Locals(traceKey{}, t)
+	return t
+}
+
+// failure is the body of every error response.
+type failure struct {
+	Success bool            `json:"success"`
+	Error   string          `json:"error"`
+	Message string          `json:"message"`
+	Fields  []event.Problem `json:"problems,omitempty"`
+	Scopes  []string        `json:"missingScopes,omitempty"`
+}
+
+func (a *api) fail(c *fiber.Ctx, status int, message string, extra func(*failure)) error {
+	c.Set(TraceHeader, trace(c))
+	if status == fiber.StatusServiceUnavailable {
+		c.Set(fiber.HeaderRetryAfter, a.retryAfter)
+	}
+	f := failure{Error: strconv.Itoa(status) + " " + http.StatusText(status), Message: message}
+	if extra != nil {
+		extra(&f)
+	}
+	return c.Status(status).JSON(f)
+}
+
+// errorHandler renders any error that reached Fiber as the failure body.
+func (a *api) errorHandler(c *fiber.Ctx, err error) error {
+	var fe *fiber.Error
+	if !errors.As(err, &fe) {
+		a.log.Error("unhandled error", "trace_id", trace(c), "error", err)
+		return a.fail(c, fiber.StatusInternalServerError, "internal error; the request was not processed", nil)
+	}
+	msg := fe.Message
+	switch fe.Code {
+	case fiber.StatusNotFound:
+		msg = "no such endpoint: " + c.Method() + " " + c.Path()
+	case fiber.StatusRequestEntityTooLarge:
+		msg = "body is larger than " + strconv.Itoa(a.o.BodyLimit) + " bytes; send fewer events per request"
+	case fiber.StatusMethodNotAllowed:
+		if c.Path() != EventsPath {
+			msg = "method " + c.Method() + " is not allowed here"
+		}
+	}
+	if fe.Code >= 500 && fe.Code != fiber.StatusServiceUnavailable {
+		msg = "internal error; the request was not processed"
+	}
+	return a.fail(c, fe.Code, msg, nil)
+}
+
+func (a *api) readyz(c *fiber.Ctx) error {
+	if a.o.Ready != nil {
+		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+		defer cancel()
+		if err := a.o.Ready(ctx); err != nil {
+			a.log.Warn("not ready", "trace_id", trace(c), "error", err)
+			return a.fail(c, fiber.StatusServiceUnavailable, "not ready: the store does not answer", nil)
+		}
+	}
+	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+// response is the success body.
+type response struct {
+	Success bool                `json:"success"`
+	Calls   []ingest.CallEntry  `json:"calls"`
+	Events  []ingest.EventEntry `json:"events"`
+}
+
+func (a *api) postEvents(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	tr := trace(c)
+	p, err := a.o.Auth.Authenticate(ctx, auth.Credentials{
+		ClientID:      c.Get("Client-ID"),
+		ClientSecret:  c.Get("Client-Secret"),
+		Authorization: c.Get(fiber.HeaderAuthorization),
+	})
+	if err == nil {
+		err = auth.RequireFederated(p)
+	}
+	if err != nil {
+		return a.authFailure(c, tr, err)
+	}
+	if msg := checkContentType(c.Get(fiber.HeaderContentType)); msg != "" {
+		return a.fail(c, fiber.StatusBadRequest, msg, nil)
+	}
+	if enc := c.Get(fiber.HeaderContentEncoding); enc != "" && !strings.EqualFold(enc, "identity") {
+		return a.fail(c, fiber.StatusBadRequest, "Content-Encoding "+strconv.Quote(enc)+" is not supported: send the JSON body uncompressed", nil)
+	}
+	// The raw body: Fiber's buffer, valid until the handler returns, which is after the write.
+	events, _, err := event.ParseBody(c.Request().Body())
+	if err != nil {
+		v, ok := event.AsValidationError(err)
+		if !ok {
+			return a.fail(c, fiber.StatusBadRequest, err.Error(), nil)
+		}
+		return a.fail(c, fiber.StatusBadRequest, "the body failed validation: "+v.Error(), func(f *failure) { f.Fields = v.Problems })
+	}
+	types := make([]string, len(events))
+	for i := range events {
+		types[i] = string(events[i].Event.Type)
+	}
+	if err := auth.RequireEventScopes(p, types); err != nil {
+		return a.authFailure(c, tr, err)
+	}
+	res, err := a.o.Ingest.Ingest(ctx, p.OrgID, tr, events)
+	if err != nil {
+		if errors.Is(err, ingest.ErrUnavailable) {
+			a.log.Warn("store unavailable; answered 503", "trace_id", tr, "error", err)
+			return a.fail(c, fiber.StatusServiceUnavailable, "the service is temporarily unable to store calls; nothing was stored, resend the same request after Retry-After seconds", nil)
+		}
+		if ctx.Err() != nil {
+			a.log.Warn("request ran out of time; answered 503", "trace_id", tr, "error", err)
+			return a.fail(c, fiber.StatusServiceUnavailable, "the request took too long; resend the same request after Retry-After seconds", nil)
+		}
+		a.log.Error("ingest failed", "trace_id", tr, "error", err)
+		return a.fail(c, fiber.StatusInternalServerError, "internal error; resend the same request: it is safe to retry", nil)
+	}
+	status := fiber.StatusOK
+	if res.Created() {
+		status = fiber.StatusCreated
+	}
+	return c.Status(status).JSON(response{Success: true, Calls: res.Calls, Events: res.Events})
+}
+
+func (a *api) authFailure(c *fiber.Ctx, tr string, err error) error {
+	var ae *auth.Error
+	if !errors.As(err, &ae) {
+		a.log.Error("authentication failed", "trace_id", tr, "error", err)
+		return a.fail(c, fiber.StatusServiceUnavailable, "authentication is temporarily unavailable; retry later", nil)
+	}
+	a.log.Info("request refused", "trace_id", tr, "refusal", ae)
+	switch ae.Kind {
+	case auth.KindForbidden:
+		return a.fail(c, fiber.StatusForbidden, ae.Message, func(f *failure) { f.Scopes = ae.Scopes })
+	case auth.KindNotFederated:
+		return a.fail(c, fiber.StatusForbidden, ae.Message, nil)
+	case auth.KindUnavailable:
+		return a.fail(c, fiber.StatusServiceUnavailable, ae.Message, nil)
+	}
+	c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="callwire"`)
+	return a.fail(c, fiber.StatusUnauthorized, ae.Message, nil)
+}
+
+// checkContentType returns "" for application/json (any parameters, charset utf-8 if given),
+// else the message of the 400.
+func checkContentType(ct string) string {
+	if ct == "" {
+		return "Content-Type is missing: send the body as application/json"
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return "Content-Type must be application/json, got " + strconv.Quote(ct)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return "charset must be utf-8, got " + strconv.Quote(cs)
+	}
+	return ""
+}

@@ -1,0 +1,445 @@
+// Package ingest is callwire's write pipeline for one report: plan the write, ask the clinic's
+// client system who is calling, publish the popup, then store the calls and events in one
+// atomic write. It is transport-agnostic; the HTTP layer authenticates and decodes, then calls
+// Service.Ingest.
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/sdk/event"
+)
+
+// ErrUnavailable reports a transient failure (the store is down, overloaded or too slow): nothing
+// was written, and the reporter should resend the same request after a pause.
+var ErrUnavailable = errors.New("temporarily unavailable")
+
+// Client is a record of the clinic's client system matched by the caller lookup.
+type Client struct {
+	ExternalID string `json:"externalId"`
+	Name       string `json:"name"`
+}
+
+// CallerLookup asks an organization's client system who owns a phone number.
+type CallerLookup interface {
+	// Lookup returns the clients whose records carry the E.164 number: none, one or many. An
+	// error means the caller is unknown; it never fails the request.
+	Lookup(ctx context.Context, orgID, number string) ([]Client, error)
+}
+
+// Publisher delivers popups to the workstations of an organization.
+type Publisher interface {
+	// Publish sends the popup to every location it names. An error means the popup was missed;
+	// it never fails the request.
+	Publish(ctx context.Context, p Popup) error
+}
+
+// Writer is the part of the store the pipeline needs.
+type Writer interface {
+	WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error)
+	KnownEvents(ctx context.Context, orgID string, refs []store.EventRef) ([]bool, error)
+}
+
+// Popup is the message that tells the front desk who is calling while the phone rings.
+type Popup struct {
+	// ID identifies the ringing: the same for every retry of the same call_received, so that
+	// consumers can drop repeats.
+	ID             string        `json:"id"`
+	OrgID          string        `json:"orgId"`
+	CallID         string        `json:"callId"`
+	Provider       string        `json:"provider"`
+	ProviderCallID string        `json:"providerCallId"`
+	Locations      []string      `json:"locations"`
+	Direction      string        `json:"direction"`
+	From           *event.Party  `json:"from,omitempty"`
+	To             *event.Party  `json:"to,omitempty"`
+	Trunk          string        `json:"trunk,omitempty"`
+	Clients        []Client      `json:"clients"`
+	OccurredAt     time.Time     `json:"occurredAt"`
+	TraceID        string        `json:"traceId"`
+	Lookup         LookupOutcome `json:"lookup"`
+}
+
+// LookupOutcome says how the caller lookup went, so that a popup can tell "no match" from "the
+// client system did not answer".
+type LookupOutcome string
+
+// Lookup outcomes.
+const (
+	LookupMatched LookupOutcome = "matched"  // one or more clients matched
+	LookupNoMatch LookupOutcome = "no_match" // the client system knows no one with the number
+	LookupSkipped LookupOutcome = "skipped"  // no number to look up (anonymous or unknown caller)
+	LookupFailed  LookupOutcome = "failed"   // the lookup refused, failed or timed out
+	LookupNotSet  LookupOutcome = "not_configured"
+)
+
+// ErrNoLookup is what a CallerLookup returns for an organization with no client system set up.
+var ErrNoLookup = errors.New("no caller lookup configured")
+
+// Options configure a Service. Zero durations take the documented defaults.
+type Options struct {
+	Writer    Writer
+	Lookup    CallerLookup // nil: callers stay unknown
+	Publisher Publisher    // nil: popups are dropped
+	Logger    *slog.Logger // nil: discard
+	// Registerer receives the pipeline's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// LookupTimeout bounds the caller lookup; default 800ms.
+	LookupTimeout time.Duration
+	// PublishTimeout bounds publishing a popup; default 500ms.
+	PublishTimeout time.Duration
+	// WriteTimeout bounds the store write; past it the request answers 503. Default 10s.
+	WriteTimeout time.Duration
+	// Now is the server clock; default time.Now.
+	Now func() time.Time
+}
+
+// Service runs the pipeline. It is safe for concurrent use.
+type Service struct {
+	opts    Options
+	log     *slog.Logger
+	metrics metrics
+}
+
+type metrics struct {
+	events        *prometheus.CounterVec
+	duplicates    prometheus.Counter
+	callsCreated  prometheus.Counter
+	popups        *prometheus.CounterVec
+	lookups       *prometheus.CounterVec
+	unavailable   prometheus.Counter
+	writeDuration prometheus.Histogram
+}
+
+// New returns a Service; it fails when the options are unusable.
+func New(o Options) (*Service, error) {
+	if o.Writer == nil {
+		return nil, errors.New("ingest: a writer is required")
+	}
+	if o.LookupTimeout < 0 || o.PublishTimeout < 0 || o.WriteTimeout < 0 {
+		return nil, errors.New("ingest: timeouts must not be negative")
+	}
+	if o.LookupTimeout == 0 {
+		o.LookupTimeout = 800 * time.Millisecond
+	}
+	if o.PublishTimeout == 0 {
+		o.PublishTimeout = 500 * time.Millisecond
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callwire_events_total", Help: "Events accepted, by type and outcome (stored or duplicate).",
+		}, []string{"type", "outcome"}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "callwire_events_duplicate_total", Help: "Events already on file when reported.",
+		}),
+		callsCreated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "callwire_calls_created_total", Help: "Calls created.",
+		}),
+		popups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callwire_popups_total", Help: "Popups by outcome: published, missed (broker failed), repeat (already on file).",
+		}, []string{"outcome"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callwire_lookups_total", Help: "Caller lookups by outcome.",
+		}, []string{"outcome"}),
+		unavailable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "callwire_ingest_unavailable_total", Help: "Requests answered 503 because the store failed transiently.",
+		}),
+		writeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "callwire_store_write_seconds", Help: "Time of the atomic store write per request.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+	}
+	if o.Registerer != nil {
+		for _, c := range []prometheus.Collector{m.events, m.duplicates, m.callsCreated, m.popups, m.lookups, m.unavailable, m.writeDuration} {
+			if err := o.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("ingest: register metrics: %w", err)
+			}
+		}
+	}
+	return &Service{opts: o, log: log, metrics: m}, nil
+}
+
+// CallEntry is the response entry for one call.
+type CallEntry struct {
+	ID             string   `json:"id"`
+	ProviderCallID string   `json:"providerCallId"`
+	Provider       string   `json:"provider"`
+	Created        bool     `json:"created"`
+	CRMClients     []Client `json:"crmClients"`
+}
+
+// EventEntry is the response entry for one event.
+type EventEntry struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	DedupeKey string `json:"dedupeKey"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// Result is what a report did: calls in the order they first appear in the request, events in
+// request order.
+type Result struct {
+	Calls  []CallEntry
+	Events []EventEntry
+}
+
+// Created reports whether the request created at least one call.
+func (r Result) Created() bool {
+	for _, c := range r.Calls {
+		if c.Created {
+			return true
+		}
+	}
+	return false
+}
+
+// Ingest processes one report of orgID's, already authenticated, decoded and validated: plan,
+// caller lookup (call_received only, not for one already on file), popup, then one atomic write.
+// The Bodies of events must stay valid until Ingest returns. It returns ErrUnavailable (wrapped)
+// when the store fails transiently; then nothing was written.
+func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []event.Parsed) (Result, error) {
+	if orgID == "" {
+		return Result{}, errors.New("ingest: organization is required")
+	}
+	if len(events) == 0 {
+		return Result{}, errors.New("ingest: no events")
+	}
+	now := s.opts.Now().UTC()
+	calls := plan(orgID, events, now, newEventID)
+	log := s.log.With("trace_id", traceID, "org_id", orgID)
+
+	if err := s.ring(ctx, log, orgID, traceID, events, calls); err != nil {
+		return Result{}, err
+	}
+
+	w := store.Write{OrgID: orgID, ReceivedAt: now, Calls: make([]store.CallWrite, len(calls))}
+	for i, pc := range calls {
+		w.Calls[i] = pc.write
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.opts.WriteTimeout)
+	start := time.Now()
+	results, err := s.opts.Writer.WriteCalls(wctx, w)
+	cancel()
+	s.metrics.writeDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+			s.metrics.unavailable.Inc()
+			return Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return Result{}, fmt.Errorf("ingest: write: %w", err)
+	}
+	if len(results) != len(calls) {
+		return Result{}, fmt.Errorf("ingest: store returned %d results for %d calls", len(results), len(calls))
+	}
+	return s.result(events, calls, results)
+}
+
+// ring looks up the caller and publishes the popup for each call_received of the request that is
+// not already on file. Lookups and publishes run concurrently, each bounded by its timeout; their
+// failures are logged and counted, never returned. The only error is a transient store failure
+// while checking what is on file.
+func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID string, events []event.Parsed, calls []*plannedCall) error {
+	var ringing []*plannedCall
+	var refs []store.EventRef
+	for _, pc := range calls {
+		if pc.received >= 0 {
+			ringing = append(ringing, pc)
+			refs = append(refs, store.EventRef{
+				Provider:       pc.write.Provider,
+				ProviderCallID: pc.write.ProviderCallID,
+				DedupeKey:      events[pc.received].Event.DedupeKey(),
+			})
+		}
+	}
+	if len(ringing) == 0 {
+		return nil
+	}
+	known, err := s.opts.Writer.KnownEvents(ctx, orgID, refs)
+	if err != nil {
+		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+			s.metrics.unavailable.Inc()
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return fmt.Errorf("ingest: check events on file: %w", err)
+	}
+	var wg sync.WaitGroup
+	for i, pc := range ringing {
+		if i < len(known) && known[i] {
+			s.metrics.popups.WithLabelValues("repeat").Inc()
+			continue
+		}
+		wg.Add(1)
+		go func(pc *plannedCall, ref store.EventRef) {
+			defer wg.Done()
+			e := &events[pc.received].Event
+			clients, outcome := s.lookup(ctx, log, orgID, e)
+			if outcome != LookupFailed && outcome != LookupNotSet {
+				pc.write.Clients = mustJSON(clients)
+			}
+			p := Popup{
+				ID:             PopupID(orgID, ref),
+				OrgID:          orgID,
+				CallID:         pc.write.ID,
+				Provider:       ref.Provider,
+				ProviderCallID: ref.ProviderCallID,
+				Locations:      uniqueLocations(e.EffectiveLocations()),
+				Direction:      string(e.Call.Direction),
+				From:           e.Call.From,
+				To:             e.Call.To,
+				Trunk:          e.Call.Trunk,
+				Clients:        clients,
+				OccurredAt:     e.OccurredAt,
+				TraceID:        traceID,
+				Lookup:         outcome,
+			}
+			s.publish(ctx, log, p)
+		}(pc, refs[i])
+	}
+	wg.Wait()
+	return nil
+}
+
+func (s *Service) lookup(ctx context.Context, log *slog.Logger, orgID string, e *event.Event) ([]Client, LookupOutcome) {
+	from := e.Call.From
+	if from == nil || from.EffectiveKind() != event.KindE164 || from.Number == "" {
+		s.metrics.lookups.WithLabelValues(string(LookupSkipped)).Inc()
+		return []Client{}, LookupSkipped
+	}
+	if s.opts.Lookup == nil {
+		s.metrics.lookups.WithLabelValues(string(LookupNotSet)).Inc()
+		return []Client{}, LookupNotSet
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.opts.LookupTimeout)
+	defer cancel()
+	clients, err := s.opts.Lookup.Lookup(lctx, orgID, from.Number)
+	switch {
+	case errors.Is(err, ErrNoLookup):
+		s.metrics.lookups.WithLabelValues(string(LookupNotSet)).Inc()
+		return []Client{}, LookupNotSet
+	case err != nil:
+		s.metrics.lookups.WithLabelValues(string(LookupFailed)).Inc()
+		log.Warn("caller lookup failed; caller treated as unknown", "error", err)
+		return []Client{}, LookupFailed
+	case len(clients) == 0:
+		s.metrics.lookups.WithLabelValues(string(LookupNoMatch)).Inc()
+		return []Client{}, LookupNoMatch
+	}
+	s.metrics.lookups.WithLabelValues(string(LookupMatched)).Inc()
+	return clients, LookupMatched
+}
+
+func (s *Service) publish(ctx context.Context, log *slog.Logger, p Popup) {
+	if s.opts.Publisher == nil {
+		s.metrics.popups.WithLabelValues("dropped").Inc()
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+	defer cancel()
+	if err := s.opts.Publisher.Publish(pctx, p); err != nil {
+		s.metrics.popups.WithLabelValues("missed").Inc()
+		log.Warn("popup missed; the call is still recorded", "error", err, "call_id", p.CallID, "popup_id", p.ID)
+		return
+	}
+	s.metrics.popups.WithLabelValues("published").Inc()
+}
+
+func (s *Service) result(events []event.Parsed, calls []*plannedCall, results []store.CallResult) (Result, error) {
+	r := Result{Calls: make([]CallEntry, len(calls)), Events: make([]EventEntry, len(events))}
+	for ci, pc := range calls {
+		res := results[ci]
+		if len(res.Events) != len(pc.write.Events) {
+			return Result{}, fmt.Errorf("ingest: store returned %d event results for %d events", len(res.Events), len(pc.write.Events))
+		}
+		clients := []Client{}
+		if len(res.Clients) > 0 {
+			if err := json.Unmarshal(res.Clients, &clients); err != nil {
+				s.log.Warn("stored client matches are unreadable", "error", err, "call_id", res.ID)
+				clients = []Client{}
+			}
+		}
+		r.Calls[ci] = CallEntry{
+			ID:             res.ID,
+			ProviderCallID: pc.write.ProviderCallID,
+			Provider:       pc.write.Provider,
+			Created:        res.Created,
+			CRMClients:     clients,
+		}
+		if res.Created {
+			s.metrics.callsCreated.Inc()
+		}
+		for i, pos := range pc.slot {
+			er := res.Events[pos]
+			dup := er.Duplicate || pc.unique[pos] != i
+			e := &events[i].Event
+			r.Events[i] = EventEntry{ID: er.ID, Type: string(e.Type), DedupeKey: e.DedupeKey(), Duplicate: dup}
+			if dup {
+				s.metrics.duplicates.Inc()
+				s.metrics.events.WithLabelValues(string(e.Type), "duplicate").Inc()
+			} else {
+				s.metrics.events.WithLabelValues(string(e.Type), "stored").Inc()
+			}
+		}
+	}
+	return r, nil
+}
+
+// PopupID returns the stable identifier of a ringing: the same for every report of the same
+// call_received of the same call.
+func PopupID(orgID string, ref store.EventRef) string {
+	h := sha256.New()
+	for _, s := range []string{orgID, ref.Provider, ref.ProviderCallID, ref.DedupeKey} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func uniqueLocations(ls []string) []string {
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		dup := false
+		for _, o := range out {
+			if o == l {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// A []Client always marshals; keep the stored matches rather than fail the call.
+		return nil
+	}
+	return b
+}
+
+func newEventID() string { return uuid.Must(uuid.NewV7()).String() }

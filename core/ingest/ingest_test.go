@@ -1,0 +1,372 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/sdk/event"
+)
+
+var t0 = time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC)
+
+func parse(t *testing.T, body string) []event.Parsed {
+	t.Helper()
+	ps, _, err := event.ParseBody([]byte(body))
+	if err != nil {
+		t.Fatalf("parse %s: %v", body, err)
+	}
+	return ps
+}
+
+func ev(typ, callID string, seq int, at time.Time, extra string) string {
+	return fmt.Sprintf(`{"type":%q,"providerCallId":%q,"sequence":%d,"occurredAt":%q,"call":{"direction":"inbound","from":{"number":"+15551230000"}}%s}`,
+		typ, callID, seq, at.Format(time.RFC3339Nano), extra)
+}
+
+func batch(evs ...string) string { return `{"events":[` + strings.Join(evs, ",") + `]}` }
+
+func TestPlan(t *testing.T) {
+	ids := 0
+	newID := func() string { ids++; return fmt.Sprintf("e%d", ids) }
+	tests := []struct {
+		name      string
+		body      string
+		wantCalls int
+		check     func(t *testing.T, calls []*plannedCall)
+	}{
+		{"groups by call in first-seen order", batch(ev("call_ended", "b", 3, t0, ""), ev("call_received", "a", 1, t0, ""), ev("call_answered", "b", 2, t0, "")), 2,
+			func(t *testing.T, calls []*plannedCall) {
+				if calls[0].write.ProviderCallID != "b" || calls[1].write.ProviderCallID != "a" {
+					t.Errorf("order %q %q", calls[0].write.ProviderCallID, calls[1].write.ProviderCallID)
+				}
+				if got := calls[0].write.Events[0].Type; got != "call_answered" {
+					t.Errorf("first event of b after sort = %s, want call_answered (sequence 2 before 3)", got)
+				}
+				if calls[0].write.State != store.StateEnded || calls[1].write.State != store.StateRinging {
+					t.Errorf("states %v %v", calls[0].write.State, calls[1].write.State)
+				}
+			}},
+		{"sequence before clock", batch(ev("call_answered", "a", 1, t0.Add(-2*time.Minute), ""), ev("call_received", "a", 0, t0.Add(-time.Minute), "")), 1,
+			func(t *testing.T, calls []*plannedCall) {
+				if calls[0].write.Events[0].Type != "call_received" {
+					t.Errorf("sequence 0 must sort first")
+				}
+				if !calls[0].write.FirstAt.Equal(t0.Add(-2*time.Minute)) || !calls[0].write.LastAt.Equal(t0.Add(-time.Minute)) {
+					t.Errorf("first/last %v %v", calls[0].write.FirstAt, calls[0].write.LastAt)
+				}
+			}},
+		{"clock breaks sequence ties", batch(ev("call_hold", "a", 0, t0.Add(time.Second), `,"providerEventId":"h2"`), ev("call_hold", "a", 0, t0, `,"providerEventId":"h1"`)), 1,
+			func(t *testing.T, calls []*plannedCall) {
+				if calls[0].write.Events[0].DedupeKey != "h1" {
+					t.Errorf("earlier clock must sort first, got %s", calls[0].write.Events[0].DedupeKey)
+				}
+				if calls[0].write.State != store.StateUnknown {
+					t.Errorf("hold alone must leave the state unknown, got %v", calls[0].write.State)
+				}
+			}},
+		{"future clamped for ordering, body kept", batch(ev("call_received", "a", 0, t0.Add(time.Hour), ""), ev("call_answered", "a", 0, t0, "")), 1,
+			func(t *testing.T, calls []*plannedCall) {
+				w := calls[0].write
+				if w.Events[0].Type != "call_answered" {
+					// clamped to now (t0+1s), so call_answered at t0 sorts first
+					t.Errorf("clamped event sorted wrong: %s first", w.Events[0].Type)
+				}
+				rec := w.Events[1]
+				if !rec.OrderAt.Equal(t0.Add(time.Second)) || !rec.OccurredAt.Equal(t0.Add(time.Hour)) {
+					t.Errorf("order %v occurred %v", rec.OrderAt, rec.OccurredAt)
+				}
+				if !strings.Contains(string(rec.Body), t0.Add(time.Hour).Format(time.RFC3339)) {
+					t.Errorf("body lost the reporter's stamp: %s", rec.Body)
+				}
+			}},
+		{"dedupe within request", batch(ev("call_hold", "a", 0, t0, ""), ev("call_hold", "a", 0, t0, `,"released":true`)), 1,
+			func(t *testing.T, calls []*plannedCall) {
+				if n := len(calls[0].write.Events); n != 1 {
+					t.Fatalf("want 1 unique event, got %d", n)
+				}
+				if calls[0].slot[1] != 0 {
+					t.Errorf("second maps to slot %d", calls[0].slot[1])
+				}
+			}},
+		{"provider separates calls", batch(ev("call_received", "a", 0, t0, ""), ev("call_received", "a", 0, t0, `,"provider":"twilio"`)), 2, nil},
+		{"latest event's block wins", batch(
+			`{"type":"call_answered","providerCallId":"a","sequence":2,"occurredAt":"2026-03-01T09:30:00Z","call":{"direction":"inbound","trunk":"late"}}`,
+			`{"type":"call_received","providerCallId":"a","sequence":1,"occurredAt":"2026-03-01T09:30:00Z","call":{"direction":"outbound","trunk":"early"}}`), 1,
+			func(t *testing.T, calls []*plannedCall) {
+				w := calls[0].write
+				if !strings.Contains(string(w.Block), "late") || w.Direction != "inbound" || w.BlockSequence != 2 {
+					t.Errorf("block %s dir %s seq %d", w.Block, w.Direction, w.BlockSequence)
+				}
+				if calls[0].received != 1 {
+					t.Errorf("received index %d", calls[0].received)
+				}
+			}},
+		{"state never needs order: missed then received", batch(ev("call_missed", "a", 2, t0, ""), ev("call_received", "a", 1, t0, "")), 1,
+			func(t *testing.T, calls []*plannedCall) {
+				if calls[0].write.State != store.StateEnded {
+					t.Errorf("state %v", calls[0].write.State)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := plan("org1", parse(t, tt.body), t0.Add(time.Second), newID)
+			if len(calls) != tt.wantCalls {
+				t.Fatalf("calls = %d, want %d", len(calls), tt.wantCalls)
+			}
+			for _, c := range calls {
+				if c.write.ID != CallID("org1", c.write.Provider, c.write.ProviderCallID) {
+					t.Errorf("call id not derived from its key")
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, calls)
+			}
+		})
+	}
+}
+
+func TestCallIDDistinct(t *testing.T) {
+	a := CallID("o1", "sip", "x")
+	for _, other := range []string{CallID("o2", "sip", "x"), CallID("o1", "sipx", ""), CallID("o1", "sip", "y")} {
+		if a == other {
+			t.Fatalf("collision: %s", a)
+		}
+	}
+	if len(a) != 36 || a[14] != '8' {
+		t.Errorf("not UUID-shaped v8: %s", a)
+	}
+}
+
+// recorder notes the order of lookups, publishes and writes.
+type recorder struct {
+	mu     sync.Mutex
+	steps  []string
+	known  map[string]bool
+	calls  map[string]json.RawMessage // callID -> stored clients
+	events map[string]string          // callID/dedupe -> id
+
+	lookupErr  error
+	lookupWait time.Duration
+	publishErr error
+	writeErr   error
+	popups     []Popup
+}
+
+func newRecorder() *recorder {
+	return &recorder{known: map[string]bool{}, calls: map[string]json.RawMessage{}, events: map[string]string{}}
+}
+
+func (r *recorder) step(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps = append(r.steps, s)
+}
+
+func (r *recorder) Lookup(ctx context.Context, orgID, number string) ([]Client, error) {
+	r.step("lookup " + number)
+	if r.lookupWait > 0 {
+		select {
+		case <-time.After(r.lookupWait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if r.lookupErr != nil {
+		return nil, r.lookupErr
+	}
+	return []Client{{ExternalID: "c1", Name: "Ada Lovelace"}}, nil
+}
+
+func (r *recorder) Publish(ctx context.Context, p Popup) error {
+	r.step("publish " + p.ProviderCallID)
+	r.mu.Lock()
+	r.popups = append(r.popups, p)
+	r.mu.Unlock()
+	return r.publishErr
+}
+
+func (r *recorder) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef) ([]bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]bool, len(refs))
+	for i, ref := range refs {
+		_, out[i] = r.events[CallID(orgID, ref.Provider, ref.ProviderCallID)+"/"+ref.DedupeKey]
+	}
+	return out, nil
+}
+
+func (r *recorder) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error) {
+	r.step("write")
+	if r.writeErr != nil {
+		return nil, r.writeErr
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []store.CallResult
+	for _, c := range w.Calls {
+		stored, exists := r.calls[c.ID]
+		if c.Clients != nil {
+			stored = c.Clients
+		}
+		r.calls[c.ID] = stored
+		res := store.CallResult{ID: c.ID, Created: !exists, Clients: stored}
+		for _, e := range c.Events {
+			k := c.ID + "/" + e.DedupeKey
+			if id, ok := r.events[k]; ok {
+				res.Events = append(res.Events, store.EventResult{ID: id, Duplicate: true})
+				continue
+			}
+			r.events[k] = e.ID
+			res.Events = append(res.Events, store.EventResult{ID: e.ID})
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func newService(t *testing.T, r *recorder) *Service {
+	t.Helper()
+	s, err := New(Options{Writer: r, Lookup: r, Publisher: r, LookupTimeout: 50 * time.Millisecond, Now: func() time.Time { return t0.Add(time.Minute) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestIngestOrder(t *testing.T) {
+	r := newRecorder()
+	s := newService(t, r)
+	res, err := s.Ingest(t.Context(), "org1", "trace1", parse(t, ev("call_received", "a", 0, t0, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.steps, ","); got != "lookup +15551230000,publish a,write" {
+		t.Fatalf("steps %s, want lookup, publish, then write", got)
+	}
+	if !res.Created() || len(res.Calls[0].CRMClients) != 1 || res.Calls[0].CRMClients[0].Name != "Ada Lovelace" {
+		t.Fatalf("result %+v", res)
+	}
+	p := r.popups[0]
+	if p.CallID != res.Calls[0].ID || p.TraceID != "trace1" || p.Locations[0] != "main" || p.Lookup != LookupMatched {
+		t.Errorf("popup %+v", p)
+	}
+
+	// The identical retry: no lookup, no popup, every event a duplicate, not created.
+	r.steps = nil
+	res, err = s.Ingest(t.Context(), "org1", "trace2", parse(t, ev("call_received", "a", 0, t0, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.steps, ","); got != "write" {
+		t.Errorf("retry steps %s, want only the write", got)
+	}
+	if res.Created() || !res.Events[0].Duplicate || len(res.Calls[0].CRMClients) != 1 {
+		t.Errorf("retry result %+v", res)
+	}
+}
+
+func TestOnlyCallReceivedRings(t *testing.T) {
+	r := newRecorder()
+	s := newService(t, r)
+	body := batch(ev("call_placed", "p", 0, t0, ""), ev("call_answered", "p", 1, t0, ""), ev("call_ended", "p", 2, t0, ""),
+		ev("call_missed", "q", 0, t0, ""), ev("call_hold", "q", 1, t0, ""))
+	if _, err := s.Ingest(t.Context(), "org1", "t", parse(t, body)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.steps, ","); got != "write" {
+		t.Errorf("steps %s, want only the write", got)
+	}
+}
+
+func TestAnonymousCallerPopsUpWithoutLookup(t *testing.T) {
+	r := newRecorder()
+	s := newService(t, r)
+	body := `{"type":"call_received","providerCallId":"anon","occurredAt":"2026-03-01T09:30:00Z","locations":["front","back","front"],"call":{"direction":"inbound","from":{"kind":"anonymous"}}}`
+	res, err := s.Ingest(t.Context(), "org1", "t", parse(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.steps, ","); got != "publish anon,write" {
+		t.Errorf("steps %s", got)
+	}
+	if r.popups[0].Lookup != LookupSkipped || len(r.popups[0].Locations) != 2 {
+		t.Errorf("popup %+v", r.popups[0])
+	}
+	if res.Calls[0].CRMClients == nil {
+		t.Error("crmClients must be an empty array, not null")
+	}
+}
+
+func TestSurvivableFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(r *recorder)
+	}{
+		{"lookup refuses", func(r *recorder) { r.lookupErr = errors.New("401 from client system") }},
+		{"lookup times out", func(r *recorder) { r.lookupWait = time.Second }},
+		{"broker down", func(r *recorder) { r.publishErr = errors.New("connection refused") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder()
+			tc.setup(r)
+			s := newService(t, r)
+			start := time.Now()
+			res, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_received", "a", 0, t0, "")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if time.Since(start) > 900*time.Millisecond {
+				t.Errorf("lookup timeout did not bound the request")
+			}
+			if !res.Created() || len(res.Events) != 1 {
+				t.Errorf("call not recorded: %+v", res)
+			}
+			if strings.Join(r.steps, ",")[len(strings.Join(r.steps, ","))-5:] != "write" {
+				t.Errorf("steps %v", r.steps)
+			}
+			if r.lookupErr != nil || r.lookupWait > 0 {
+				if r.popups[0].Lookup != LookupFailed || len(r.popups[0].Clients) != 0 {
+					t.Errorf("popup after failed lookup %+v", r.popups[0])
+				}
+			}
+		})
+	}
+}
+
+func TestStoreUnavailable(t *testing.T) {
+	r := newRecorder()
+	r.writeErr = fmt.Errorf("pool: %w", store.ErrUnavailable)
+	s := newService(t, r)
+	_, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_ended", "a", 0, t0, "")))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestResponseMapsIntraRequestDuplicates(t *testing.T) {
+	r := newRecorder()
+	s := newService(t, r)
+	body := batch(ev("call_hold", "a", 0, t0, ""), ev("call_ended", "a", 1, t0, ""), ev("call_hold", "a", 0, t0, `,"released":true`))
+	res, err := s.Ingest(t.Context(), "org1", "t", parse(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Events[0].Duplicate || !res.Events[2].Duplicate || res.Events[0].ID != res.Events[2].ID {
+		t.Errorf("events %+v", res.Events)
+	}
+	if res.Events[1].Type != "call_ended" || res.Events[1].DedupeKey != "call_ended:1" {
+		t.Errorf("events[1] %+v", res.Events[1])
+	}
+	b, _ := json.Marshal(res.Events)
+	if !strings.Contains(string(b), `"dedupeKey":"call_hold:0"`) {
+		t.Errorf("json %s", b)
+	}
+}

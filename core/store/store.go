@@ -1,0 +1,247 @@
+// Package store defines what callwire keeps on disk: organizations, their API keys, calls and the
+// events reported about them. Implementations live in subpackages (postgres, sqlite); every one of
+// them must pass the contract suite in storetest.
+//
+// Every record carries its organization, and every lookup takes one: nothing written under one
+// organization is ever visible through another.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ErrNotFound reports that the record asked for does not exist (within the organization asked).
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict reports that a record with the same unique key already exists.
+var ErrConflict = errors.New("already exists")
+
+// ErrUnavailable marks a failure that is expected to pass: the database is unreachable, the
+// connection pool stayed exhausted past its wait, the server is shutting down, or a transaction
+// lost a serialization or deadlock race. Nothing was written. Callers answer 503 and the reporter
+// retries. Test with errors.Is(err, ErrUnavailable).
+var ErrUnavailable = errors.New("store unavailable")
+
+// State is a call's position on the ladder unknown < ringing < answered < ended. It only climbs:
+// a write never lowers a stored state.
+type State int16
+
+// The ladder, in order.
+const (
+	StateUnknown  State = 0
+	StateRinging  State = 1
+	StateAnswered State = 2
+	StateEnded    State = 3
+)
+
+// String returns the state's name as used in the API and the docs.
+func (s State) String() string {
+	switch s {
+	case StateUnknown:
+		return "unknown"
+	case StateRinging:
+		return "ringing"
+	case StateAnswered:
+		return "answered"
+	case StateEnded:
+		return "ended"
+	}
+	return "invalid"
+}
+
+// Org is a clinic: the tenant every call and key belongs to.
+type Org struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// Key is an API credential. Only a hash of its secret and the secret's last eight characters are
+// kept; the secret itself is never stored.
+type Key struct {
+	// ClientID names the key. Unique across all organizations.
+	ClientID string
+	// OrgID is the organization the key is federated to, or "" for an operator key that is not
+	// locked to any organization.
+	OrgID string
+	// Scopes the key holds, for example "org.calls.events".
+	Scopes []string
+	// SecretHash is the SHA-256 of the secret. Unique across all keys.
+	SecretHash []byte
+	// SecretLast8 is the last eight characters of the secret, for display.
+	SecretLast8 string
+	CreatedAt   time.Time
+	// ExpiresAt is when the key stops working; nil means never.
+	ExpiresAt *time.Time
+	// RevokedAt is when the key was revoked; nil means it was not.
+	RevokedAt *time.Time
+	// RotatedAt is when the secret was last replaced; nil means never.
+	RotatedAt *time.Time
+}
+
+// EventWrite is one event to append to a call.
+type EventWrite struct {
+	// ID is the identifier the event gets if this write stores it. Ignored for a duplicate.
+	ID string
+	// Type is the event type, for example "call_received".
+	Type string
+	// DedupeKey identifies the event within its call: the provider's event id when it gave one,
+	// otherwise "<type>:<sequence>".
+	DedupeKey string
+	Sequence  int64
+	// ProviderEventID is the provider's own id for the event, or "" when it gave none.
+	ProviderEventID string
+	// OccurredAt is the reporter's own timestamp, as sent.
+	OccurredAt time.Time
+	// OrderAt is OccurredAt clamped to the server's clock: what the event is ordered by.
+	OrderAt time.Time
+	// Body is the event's JSON exactly as the reporter sent it. Stored and returned byte for byte.
+	Body json.RawMessage
+}
+
+// CallWrite is everything one request says about one call: an upsert of the call and an append of
+// its events. The events of one CallWrite have distinct dedupe keys.
+type CallWrite struct {
+	// ID is the identifier the call gets if this write creates it. Ignored when the call exists.
+	ID             string
+	Provider       string
+	ProviderCallID string
+	// Direction is "inbound", "outbound" or "internal".
+	Direction string
+	// State is the highest state the write's events imply. The stored state becomes the greater
+	// of the stored and this.
+	State State
+	// Block is the call block (JSON object) of the write's latest event in order, BlockSequence
+	// and BlockAt its position. The stored block (and Direction) is replaced only when this
+	// position is not before the stored one, comparing sequence first, then time.
+	Block         json.RawMessage
+	BlockSequence int64
+	BlockAt       time.Time
+	// FirstAt and LastAt are the smallest and greatest OrderAt of the write's events. The stored
+	// values widen to cover them.
+	FirstAt time.Time
+	LastAt  time.Time
+	// Clients is the JSON array of client-system matches found for this call, or nil when no
+	// lookup was made. A nil never erases stored matches; a non-nil value replaces them.
+	Clients json.RawMessage
+	Events  []EventWrite
+}
+
+// Write is one request's worth of changes for one organization. It is applied atomically: all of
+// it or none of it.
+type Write struct {
+	OrgID string
+	// ReceivedAt is the server time the request arrived; stored on each new event.
+	ReceivedAt time.Time
+	Calls      []CallWrite
+}
+
+// CallResult reports what a Write did to one call. Results come in the order of Write.Calls.
+type CallResult struct {
+	// ID is the call's identifier: the new one if created, the stored one otherwise.
+	ID string
+	// Created is true only for the one write that created the call, even when several writes
+	// race to create it.
+	Created bool
+	// Clients is the stored JSON array of client-system matches after the write, or nil.
+	Clients json.RawMessage
+	// Events come in the order of CallWrite.Events.
+	Events []EventResult
+}
+
+// EventResult reports what a Write did with one event.
+type EventResult struct {
+	// ID is the event's identifier: the new one if stored now, the stored one if a duplicate.
+	ID string
+	// Duplicate is true when an event with the same dedupe key was already on file for the call.
+	Duplicate bool
+}
+
+// EventRef names one event of one call, for asking whether it is on file.
+type EventRef struct {
+	Provider       string
+	ProviderCallID string
+	DedupeKey      string
+}
+
+// Call is a stored call record.
+type Call struct {
+	ID             string
+	OrgID          string
+	Provider       string
+	ProviderCallID string
+	Direction      string
+	State          State
+	Block          json.RawMessage
+	BlockSequence  int64
+	BlockAt        time.Time
+	FirstAt        time.Time
+	LastAt         time.Time
+	Clients        json.RawMessage
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Event is a stored event.
+type Event struct {
+	ID              string
+	CallID          string
+	Type            string
+	DedupeKey       string
+	Sequence        int64
+	ProviderEventID string
+	OccurredAt      time.Time
+	OrderAt         time.Time
+	ReceivedAt      time.Time
+	Body            json.RawMessage
+}
+
+// Store is the whole persistence contract. Implementations are safe for concurrent use, by many
+// goroutines and by several processes (or replicas) sharing one database.
+//
+// Errors: ErrNotFound and ErrConflict as documented per method; anything transient wraps
+// ErrUnavailable; anything else is permanent.
+type Store interface {
+	// WriteCalls applies w atomically and returns one result per call, in order. Calls are
+	// locked in a fixed order (provider, then providerCallId) so that concurrent writes touching
+	// the same calls cannot deadlock. An event whose dedupe key is already on file for its call is
+	// not written again and comes back Duplicate with the stored ID.
+	WriteCalls(ctx context.Context, w Write) ([]CallResult, error)
+	// KnownEvents reports, for each ref in order, whether that event is on file for the
+	// organization.
+	KnownEvents(ctx context.Context, orgID string, refs []EventRef) ([]bool, error)
+	// GetCall returns the call and its events ordered by (sequence, OrderAt, ReceivedAt, ID), or
+	// ErrNotFound.
+	GetCall(ctx context.Context, orgID, provider, providerCallID string) (Call, []Event, error)
+
+	// CreateOrg stores a new organization; ErrConflict if the ID exists.
+	CreateOrg(ctx context.Context, o Org) error
+	// GetOrg returns the organization or ErrNotFound.
+	GetOrg(ctx context.Context, id string) (Org, error)
+	// ListOrgs returns every organization, oldest first.
+	ListOrgs(ctx context.Context) ([]Org, error)
+
+	// CreateKey stores a new key; ErrConflict if the client ID or secret hash exists, ErrNotFound
+	// if k.OrgID names no organization.
+	CreateKey(ctx context.Context, k Key) error
+	// KeyByClientID returns the key, revoked and expired ones included, or ErrNotFound.
+	KeyByClientID(ctx context.Context, clientID string) (Key, error)
+	// KeyBySecretHash returns the key whose secret hashes to hash, or ErrNotFound.
+	KeyBySecretHash(ctx context.Context, hash []byte) (Key, error)
+	// ListKeys returns the organization's keys, oldest first; orgID "" lists operator keys.
+	ListKeys(ctx context.Context, orgID string) ([]Key, error)
+	// RevokeKey marks the key revoked at the given time; ErrNotFound if there is no such key.
+	// Revoking a revoked key keeps the first revocation time.
+	RevokeKey(ctx context.Context, clientID string, at time.Time) error
+	// RotateKey replaces the key's secret hash and last eight characters; the old secret stops
+	// working at once. ErrNotFound if there is no such key, ErrConflict if the hash is taken.
+	RotateKey(ctx context.Context, clientID string, hash []byte, last8 string, at time.Time) error
+
+	// Ping reports whether the store can serve requests now.
+	Ping(ctx context.Context) error
+	// Close releases the store's resources.
+	Close() error
+}

@@ -1,0 +1,621 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxProblems is the most problems ParseBody lists; past it the last problem says how many more
+// there were.
+const MaxProblems = 200
+
+// Parsed is one event decoded from a request body.
+type Parsed struct {
+	// Event is the decoded event, defaults not applied (see the Effective methods).
+	Event Event
+	// Body is the event object exactly as it appeared in the request: a subslice of the data
+	// given to ParseBody.
+	Body []byte
+	// Block is the event's call block exactly as it appeared: a subslice of the same data.
+	Block []byte
+}
+
+// ParseBody decodes a request body the way the ingest endpoint does: either one event object, or
+// {"events": [...]} holding 1 to MaxBatch event objects. It returns the events in body order and
+// whether the body was a batch. When anything is wrong it returns a *ValidationError listing every
+// problem (malformed JSON, wrong types, unknown or duplicate fields, missing or invalid values),
+// with paths such as "occurredAt" for a single event and "events[2].call.direction" in a batch.
+func ParseBody(data []byte) ([]Parsed, bool, error) {
+	root, err := parseTree(data)
+	if err != nil {
+		return nil, false, &ValidationError{Problems: []Problem{{Field: "body", Message: err.Error()}}}
+	}
+	d := decoder{data: data, ps: problems{skip: map[string]bool{}}}
+	var out []Parsed
+	batch := false
+	if root.kind != kindObject {
+		d.ps.add("body", "must be a JSON object: one event, or {\"events\": [...]}")
+		return nil, false, d.result()
+	}
+	if ev := root.get("events"); ev != nil {
+		batch = true
+		d.dupes(root, "")
+		for _, f := range root.fields {
+			if f.key != "events" {
+				d.typeProblem(member("", f.key), "is not a field of a batch body, which holds only \"events\"")
+			}
+		}
+		switch {
+		case ev.kind != kindArray:
+			d.typeProblem("events", "must be an array of event objects")
+		case len(ev.items) == 0:
+			d.ps.add("events", "must hold at least one event")
+		case len(ev.items) > MaxBatch:
+			d.ps.add("events", "must hold at most "+strconv.Itoa(MaxBatch)+" events, got "+strconv.Itoa(len(ev.items)))
+		}
+		for i, item := range ev.items {
+			if p, ok := d.event(item, "events["+strconv.Itoa(i)+"]"); ok {
+				out = append(out, p)
+			}
+		}
+	} else if p, ok := d.event(root, ""); ok {
+		out = append(out, p)
+	}
+	if err := d.result(); err != nil {
+		return nil, batch, err
+	}
+	return out, batch, nil
+}
+
+type decoder struct {
+	data []byte
+	ps   problems
+}
+
+func (d *decoder) result() error {
+	if len(d.ps.list) == 0 {
+		return nil
+	}
+	list := d.ps.list
+	if len(list) > MaxProblems {
+		more := len(list) - MaxProblems + 1
+		list = append(list[:MaxProblems-1:MaxProblems-1], Problem{Field: "body", Message: "and " + strconv.Itoa(more) + " more problems"})
+	}
+	return &ValidationError{Problems: list}
+}
+
+// typeProblem records a problem and marks the path so validation does not report it again.
+func (d *decoder) typeProblem(field, msg string) {
+	d.ps.add(field, msg)
+	d.ps.mark(field)
+}
+
+// member returns the path of the member key of the object at prefix: prefix.key for a key such as
+// "callerName", and prefix["key"] for any other key (empty, or holding dots, brackets or spaces),
+// so that a body's own keys can never make a path that looks like another field's.
+func member(prefix, key string) string {
+	if isIdent(key) {
+		return join(prefix, key)
+	}
+	return prefix + "[" + strconv.Quote(key) + "]"
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || (i > 0 && c >= '0' && c <= '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) dupes(n *node, p string) {
+	for _, k := range n.dupKeys {
+		d.typeProblem(member(p, k), "appears more than once")
+	}
+}
+
+func (d *decoder) str(n *node, path string) string {
+	switch n.kind {
+	case kindNull:
+		return ""
+	case kindString:
+		return n.str
+	}
+	d.typeProblem(path, "must be a string"+nullNote(n))
+	return ""
+}
+
+func (d *decoder) float(n *node, path string) *float64 {
+	switch n.kind {
+	case kindNull:
+		return nil
+	case kindNumber:
+		f, err := strconv.ParseFloat(n.str, 64)
+		if err != nil {
+			d.typeProblem(path, "is out of range")
+			return nil
+		}
+		return &f
+	}
+	d.typeProblem(path, "must be a number")
+	return nil
+}
+
+func (d *decoder) integer(n *node, path string) *int64 {
+	switch n.kind {
+	case kindNull:
+		return nil
+	case kindNumber:
+		i, err := strconv.ParseInt(n.str, 10, 64)
+		if err != nil {
+			if _, ferr := strconv.ParseFloat(n.str, 64); ferr == nil && !errors.Is(err, strconv.ErrRange) {
+				d.typeProblem(path, "must be a whole number")
+			} else {
+				d.typeProblem(path, "is out of range")
+			}
+			return nil
+		}
+		return &i
+	}
+	d.typeProblem(path, "must be a whole number")
+	return nil
+}
+
+func (d *decoder) smallInt(n *node, path string) *int {
+	i := d.integer(n, path)
+	if i == nil {
+		return nil
+	}
+	if *i < -1<<31 || *i > 1<<31-1 {
+		d.typeProblem(path, "is out of range")
+		return nil
+	}
+	v := int(*i)
+	return &v
+}
+
+func (d *decoder) boolean(n *node, path string) *bool {
+	switch n.kind {
+	case kindNull:
+		return nil
+	case kindBool:
+		b := n.b
+		return &b
+	}
+	d.typeProblem(path, "must be true or false")
+	return nil
+}
+
+func nullNote(n *node) string {
+	if n.kind == kindNumber {
+		return " (put it in quotes)"
+	}
+	return ""
+}
+
+func (d *decoder) event(n *node, p string) (Parsed, bool) {
+	if n.kind != kindObject {
+		field := p
+		if field == "" {
+			field = "body"
+		}
+		d.typeProblem(field, "must be an event object")
+		return Parsed{}, false
+	}
+	d.dupes(n, p)
+	var e Event
+	var block []byte
+	required := map[string]bool{"type": false, "providerCallId": false, "occurredAt": false, "call": false}
+	for _, f := range n.fields {
+		path := member(p, f.key)
+		v := f.val
+		if _, ok := required[f.key]; ok && v.kind != kindNull {
+			required[f.key] = true
+		}
+		switch f.key {
+		case "type":
+			e.Type = Type(d.str(v, path))
+		case "providerCallId":
+			e.ProviderCallID = d.str(v, path)
+		case "occurredAt":
+			if v.kind == kindNull {
+				break
+			}
+			s := d.str(v, path)
+			if v.kind != kindString {
+				break
+			}
+			t, err := parseUTC(s)
+			if err != nil {
+				d.typeProblem(path, err.Error())
+				break
+			}
+			e.OccurredAt = t
+		case "call":
+			switch v.kind {
+			case kindNull:
+			case kindObject:
+				e.Call = d.call(v, path)
+				block = d.data[v.start:v.end]
+			default:
+				d.typeProblem(path, "must be a call object")
+				d.ps.mark(join(path, "direction"))
+			}
+		case "provider":
+			e.Provider = d.str(v, path)
+			if v.kind == kindString && v.str == "" {
+				d.typeProblem(path, "must not be empty; leave it out for \"sip\"")
+			}
+		case "sequence":
+			if i := d.integer(v, path); i != nil {
+				e.Sequence = *i
+			}
+		case "providerEventId":
+			e.ProviderEventID = d.str(v, path)
+			if v.kind == kindString && v.str == "" {
+				d.typeProblem(path, "must not be empty; use null when there is none")
+			}
+		case "observer":
+			e.Observer = Observer(d.str(v, path))
+		case "locations":
+			e.Locations = d.strings(v, path)
+		case "raw":
+			switch v.kind {
+			case kindNull:
+			case kindObject:
+				e.Raw = json.RawMessage(d.data[v.start:v.end])
+			default:
+				d.typeProblem(path, "must be a JSON object or null")
+			}
+		case "answeredBy":
+			e.AnsweredBy = d.str(v, path)
+		case "disposition":
+			e.Disposition = Disposition(d.str(v, path))
+		case "duration":
+			e.Duration = d.float(v, path)
+		case "talkTime":
+			e.TalkTime = d.float(v, path)
+		case "answeredElsewhere":
+			e.AnsweredElsewhere = d.boolean(v, path)
+		case "sipCode":
+			e.SIPCode = d.smallInt(v, path)
+		case "sipReason":
+			e.SIPReason = d.str(v, path)
+		case "released":
+			e.Released = d.boolean(v, path)
+		case "to":
+			e.TransferTo = d.party(v, path)
+		case "mode":
+			e.Mode = TransferMode(d.str(v, path))
+		case "url":
+			e.URL = d.str(v, path)
+		case "mimeType":
+			e.MIMEType = d.str(v, path)
+		case "bytes":
+			e.Bytes = d.integer(v, path)
+		case "text":
+			e.Text = d.str(v, path)
+		case "language":
+			e.Language = d.str(v, path)
+		case "confidence":
+			e.Confidence = d.float(v, path)
+		default:
+			d.typeProblem(path, "is not a field of an event")
+		}
+	}
+	for _, name := range []string{"type", "providerCallId", "occurredAt", "call"} {
+		if !required[name] {
+			d.typeProblem(join(p, name), "is required")
+			if name == "call" {
+				d.ps.mark(join(p, "call.direction"))
+			}
+		}
+	}
+	e.validate(&d.ps, p)
+	return Parsed{Event: e, Body: d.data[n.start:n.end], Block: block}, true
+}
+
+func (d *decoder) strings(n *node, path string) []string {
+	switch n.kind {
+	case kindNull:
+		return nil
+	case kindArray:
+		out := make([]string, 0, len(n.items))
+		for i, it := range n.items {
+			ip := path + "[" + strconv.Itoa(i) + "]"
+			if it.kind != kindString {
+				// Keep the place, so that later elements keep their index; the empty string
+				// is not reported again, since ip is now skipped.
+				d.typeProblem(ip, "must be a string")
+				out = append(out, "")
+				continue
+			}
+			out = append(out, it.str)
+		}
+		return out
+	}
+	d.typeProblem(path, "must be an array of strings")
+	return nil
+}
+
+func (d *decoder) call(n *node, p string) Call {
+	d.dupes(n, p)
+	var c Call
+	for _, f := range n.fields {
+		path := member(p, f.key)
+		switch f.key {
+		case "direction":
+			c.Direction = Direction(d.str(f.val, path))
+		case "from":
+			c.From = d.party(f.val, path)
+		case "to":
+			c.To = d.party(f.val, path)
+		case "trunk":
+			c.Trunk = d.str(f.val, path)
+		case "diversion":
+			switch f.val.kind {
+			case kindNull:
+			case kindArray:
+				c.Diversion = make([]Diversion, 0, len(f.val.items))
+				for i, it := range f.val.items {
+					ip := path + "[" + strconv.Itoa(i) + "]"
+					if it.kind != kindObject {
+						// Keep the place with a hop that raises no problem of its own, so that
+						// later hops keep their index.
+						d.typeProblem(ip, "must be a diversion object")
+						c.Diversion = append(c.Diversion, Diversion{Party: Party{Kind: KindUnknown}})
+						continue
+					}
+					c.Diversion = append(c.Diversion, d.diversion(it, ip))
+				}
+			default:
+				d.typeProblem(path, "must be an array of diversion objects, outermost first")
+			}
+		default:
+			d.typeProblem(path, "is not a field of a call block")
+		}
+	}
+	return c
+}
+
+func (d *decoder) party(n *node, p string) *Party {
+	switch n.kind {
+	case kindNull:
+		return nil
+	case kindObject:
+	default:
+		d.typeProblem(p, "must be a party object")
+		return nil
+	}
+	d.dupes(n, p)
+	var pt Party
+	for _, f := range n.fields {
+		if !d.partyField(&pt, f, p) {
+			d.typeProblem(member(p, f.key), "is not a field of a party")
+		}
+	}
+	return &pt
+}
+
+func (d *decoder) partyField(pt *Party, f field, p string) bool {
+	path := member(p, f.key)
+	switch f.key {
+	case "kind":
+		pt.Kind = PartyKind(d.str(f.val, path))
+	case "number":
+		pt.Number = d.str(f.val, path)
+	case "name":
+		pt.Name = d.str(f.val, path)
+	case "extension":
+		pt.Extension = d.str(f.val, path)
+	case "uri":
+		pt.URI = d.str(f.val, path)
+	default:
+		return false
+	}
+	return true
+}
+
+func (d *decoder) diversion(n *node, p string) Diversion {
+	d.dupes(n, p)
+	var dv Diversion
+	for _, f := range n.fields {
+		if d.partyField(&dv.Party, f, p) {
+			continue
+		}
+		path := member(p, f.key)
+		switch f.key {
+		case "reason":
+			dv.Reason = d.str(f.val, path)
+		case "counter":
+			dv.Counter = d.smallInt(f.val, path)
+		default:
+			d.typeProblem(path, "is not a field of a diversion")
+		}
+	}
+	return dv
+}
+
+// parseUTC parses an ISO 8601 timestamp in UTC: RFC 3339 with a "Z" or "+00:00" offset.
+func parseUTC(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errors.New("must be an ISO 8601 timestamp in UTC, such as 2026-03-01T09:30:00Z")
+	}
+	if _, off := t.Zone(); off != 0 {
+		return time.Time{}, errors.New("must be in UTC: end it with Z, not an offset")
+	}
+	return t.UTC(), nil
+}
+
+// The JSON tree: enough to report every problem with paths, spot duplicate keys, and slice the
+// verbatim bytes of objects.
+
+type kind uint8
+
+const (
+	kindNull kind = iota
+	kindBool
+	kindNumber
+	kindString
+	kindObject
+	kindArray
+)
+
+type field struct {
+	key string
+	val *node
+}
+
+type node struct {
+	kind    kind
+	b       bool
+	str     string // string value, or number text
+	fields  []field
+	dupKeys []string
+	items   []*node
+	// start and end are the byte offsets of an object in the input.
+	start, end int64
+}
+
+func (n *node) get(key string) *node {
+	for _, f := range n.fields {
+		if f.key == key {
+			return f.val
+		}
+	}
+	return nil
+}
+
+func parseTree(data []byte) (*node, error) {
+	if len(bytes.Trim(data, " \t\r\n")) == 0 {
+		return nil, errors.New("is empty: send one event object, or {\"events\": [...]}")
+	}
+	if !utf8.Valid(data) {
+		return nil, errors.New("is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	n, err := parseValue(dec, 0)
+	if err != nil {
+		return nil, syntaxMessage(err, dec)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("must hold one JSON value; found more after it at byte " + strconv.FormatInt(dec.InputOffset(), 10))
+	}
+	return n, nil
+}
+
+func syntaxMessage(err error, dec *json.Decoder) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return errors.New("is not valid JSON: " + se.Error() + " (at byte " + strconv.FormatInt(se.Offset, 10) + ")")
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("is not valid JSON: it ends too soon")
+	}
+	return errors.New("is not valid JSON: " + err.Error() + " (at byte " + strconv.FormatInt(dec.InputOffset(), 10) + ")")
+}
+
+// maxDepth is the deepest nesting of objects and arrays ParseBody accepts, the limit encoding/json
+// applies. The tree is built recursively, so without it a body of brackets would exhaust the stack
+// and end the process.
+const maxDepth = 10000
+
+var errTooDeep = errors.New("nested more than " + strconv.Itoa(maxDepth) + " levels deep")
+
+func parseValue(dec *json.Decoder, depth int) (*node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	return parseFrom(dec, tok, depth)
+}
+
+func parseFrom(dec *json.Decoder, tok json.Token, depth int) (*node, error) {
+	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
+		depth++
+		if depth > maxDepth {
+			return nil, errTooDeep
+		}
+	}
+	switch v := tok.(type) {
+	case nil:
+		return &node{kind: kindNull}, nil
+	case bool:
+		return &node{kind: kindBool, b: v}, nil
+	case json.Number:
+		return &node{kind: kindNumber, str: string(v)}, nil
+	case string:
+		return &node{kind: kindString, str: v}, nil
+	case json.Delim:
+		switch v {
+		case '{':
+			n := &node{kind: kindObject, start: dec.InputOffset() - 1}
+			var index, seen map[string]bool
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				key, ok := kt.(string)
+				if !ok {
+					return nil, errors.New("object key is not a string")
+				}
+				val, err := parseValue(dec, depth)
+				if err != nil {
+					return nil, err
+				}
+				if index == nil && len(n.fields) >= 8 {
+					index = make(map[string]bool, 2*len(n.fields))
+					for _, f := range n.fields {
+						index[f.key] = true
+					}
+				}
+				if (index != nil && index[key]) || (index == nil && n.get(key) != nil) {
+					if seen == nil {
+						seen = map[string]bool{}
+					}
+					if !seen[key] {
+						n.dupKeys = append(n.dupKeys, key)
+						seen[key] = true
+					}
+					continue
+				}
+				n.fields = append(n.fields, field{key: key, val: val})
+				if index != nil {
+					index[key] = true
+				}
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			n.end = dec.InputOffset()
+			return n, nil
+		case '[':
+			n := &node{kind: kindArray}
+			for dec.More() {
+				it, err := parseValue(dec, depth)
+				if err != nil {
+					return nil, err
+				}
+				n.items = append(n.items, it)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return n, nil
+		}
+	}
+	return nil, errors.New("unexpected token")
+}

@@ -1,0 +1,402 @@
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"mime"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Field limits. Values past them are refused with a problem naming the field.
+const (
+	MaxIDLength        = 512  // providerCallId, providerEventId (bytes)
+	MaxNameLength      = 256  // party name, trunk, sipReason (characters)
+	MaxExtensionLength = 64   // party extension, answeredBy (characters)
+	MaxURILength       = 4096 // party uri, recording url
+	MaxLocations       = 32
+	MaxDiversions      = 20
+)
+
+// Problem is one thing wrong with an event: the JSON path of the field and what is wrong with it.
+type Problem struct {
+	// Field is the path of the field, for example "events[2].call.from.number", or "body" for
+	// the body as a whole.
+	Field string `json:"field"`
+	// Message says what is wrong, in a sentence fragment such as "must be E.164".
+	Message string `json:"problem"`
+}
+
+// ValidationError lists every problem found. ParseBody lists the problems with the body as a whole
+// first, then each event's in body order; within an event, problems with the JSON (types, unknown
+// or duplicate fields) come before problems with the values.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Error joins the problems as "field: message; field: message".
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Field)
+		b.WriteString(": ")
+		b.WriteString(p.Message)
+	}
+	return b.String()
+}
+
+// AsValidationError returns the *ValidationError in err's chain, if any.
+func AsValidationError(err error) (*ValidationError, bool) {
+	var v *ValidationError
+	ok := errors.As(err, &v)
+	return v, ok
+}
+
+// problems collects problems under a path prefix.
+type problems struct {
+	list []Problem
+	// skip holds paths that already have a type problem from decoding, so that validation does
+	// not report them a second time as missing.
+	skip map[string]bool
+}
+
+func (ps *problems) add(field, msg string) {
+	if ps.skip[field] {
+		return
+	}
+	ps.list = append(ps.list, Problem{Field: field, Message: msg})
+}
+
+// mark records that field has been reported, so that no further problem is listed for it.
+func (ps *problems) mark(field string) {
+	if ps.skip == nil {
+		ps.skip = map[string]bool{}
+	}
+	ps.skip[field] = true
+}
+
+func join(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+// Validate reports every problem with the event that the ingest endpoint would refuse, as a
+// *ValidationError, or nil when the event is acceptable.
+func (e *Event) Validate() error {
+	var ps problems
+	e.validate(&ps, "")
+	if len(ps.list) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: ps.list}
+}
+
+// The range of occurredAt: 1970-01-01T00:00:00Z up to, not including, the year 10000.
+const (
+	minUnix = 0
+	endUnix = 253402300800
+)
+
+func (e *Event) validate(ps *problems, p string) {
+	switch {
+	case e.Type == "":
+		ps.add(join(p, "type"), "is required")
+	case !e.Type.Valid():
+		ps.add(join(p, "type"), "must be one of "+typeList()+", got "+strconv.Quote(string(e.Type)))
+	}
+	checkID(ps, join(p, "providerCallId"), e.ProviderCallID, true)
+	switch {
+	case e.OccurredAt.IsZero():
+		ps.add(join(p, "occurredAt"), "is required: an ISO 8601 timestamp in UTC")
+	case e.OccurredAt.Unix() < minUnix || e.OccurredAt.Unix() >= endUnix:
+		ps.add(join(p, "occurredAt"), "must be between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z")
+	}
+	e.Call.validate(ps, join(p, "call"))
+	if e.Provider != "" && !validToken(e.Provider, true) {
+		ps.add(join(p, "provider"), "must be 1 to 64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit")
+	}
+	if e.Sequence < 0 {
+		ps.add(join(p, "sequence"), "must be zero or more")
+	}
+	if e.ProviderEventID != "" {
+		checkID(ps, join(p, "providerEventId"), e.ProviderEventID, false)
+	}
+	if e.Observer != "" && !e.Observer.Valid() {
+		ps.add(join(p, "observer"), "must be one of endpoint, proxy, pbx_api, got "+strconv.Quote(string(e.Observer)))
+	}
+	if e.Locations != nil {
+		lp := join(p, "locations")
+		switch {
+		case len(e.Locations) == 0:
+			ps.add(lp, "must name at least one location, or be left out for [\"main\"]")
+		case len(e.Locations) > MaxLocations:
+			ps.add(lp, "must name at most "+strconv.Itoa(MaxLocations)+" locations")
+		}
+		for i, l := range e.Locations {
+			if !validToken(l, false) {
+				ps.add(lp+"["+strconv.Itoa(i)+"]", "must be 1 to 64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")
+			}
+		}
+	}
+	if len(e.Raw) > 0 {
+		r := strings.Trim(string(e.Raw), " \t\r\n")
+		if !json.Valid(e.Raw) || (!strings.HasPrefix(r, "{") && r != "null") {
+			ps.add(join(p, "raw"), "must be a JSON object or null")
+		}
+	}
+	e.validateExtras(ps, p)
+}
+
+func (e *Event) validateExtras(ps *problems, p string) {
+	only := func(name string, present bool, types ...Type) {
+		if !present {
+			return
+		}
+		for _, t := range types {
+			if e.Type == t {
+				return
+			}
+		}
+		if !e.Type.Valid() {
+			return
+		}
+		// A field the type does not have is reported once, not also for its value.
+		ps.add(join(p, name), "is not a field of "+string(e.Type))
+		ps.mark(join(p, name))
+	}
+	only("answeredBy", e.AnsweredBy != "", CallAnswered)
+	only("disposition", e.Disposition != "", CallEnded)
+	only("duration", e.Duration != nil, CallEnded, CallRecorded)
+	only("talkTime", e.TalkTime != nil, CallEnded)
+	only("answeredElsewhere", e.AnsweredElsewhere != nil, CallEnded)
+	only("sipCode", e.SIPCode != nil, CallEnded)
+	only("sipReason", e.SIPReason != "", CallEnded)
+	only("released", e.Released != nil, CallHold)
+	only("to", e.TransferTo != nil, CallTransferred)
+	only("mode", e.Mode != "", CallTransferred)
+	only("url", e.URL != "", CallRecorded)
+	only("mimeType", e.MIMEType != "", CallRecorded)
+	only("bytes", e.Bytes != nil, CallRecorded)
+	only("text", e.Text != "", CallTranscribed)
+	only("language", e.Language != "", CallTranscribed)
+	only("confidence", e.Confidence != nil, CallTranscribed)
+
+	if e.AnsweredBy != "" {
+		checkText(ps, join(p, "answeredBy"), e.AnsweredBy, MaxExtensionLength)
+	}
+	if e.Disposition != "" && !e.Disposition.Valid() {
+		ps.add(join(p, "disposition"), "must be one of answered, no_answer, busy, cancelled, rejected, failed, voicemail, got "+strconv.Quote(string(e.Disposition)))
+	}
+	checkSeconds(ps, join(p, "duration"), e.Duration)
+	checkSeconds(ps, join(p, "talkTime"), e.TalkTime)
+	if e.SIPCode != nil && (*e.SIPCode < 100 || *e.SIPCode > 699) {
+		ps.add(join(p, "sipCode"), "must be a SIP status code from 100 to 699")
+	}
+	if e.SIPReason != "" {
+		checkText(ps, join(p, "sipReason"), e.SIPReason, MaxNameLength)
+	}
+	if e.TransferTo != nil && !ps.skip[join(p, "to")] {
+		e.TransferTo.validate(ps, join(p, "to"))
+	}
+	if e.Mode != "" && !e.Mode.Valid() {
+		ps.add(join(p, "mode"), "must be blind or attended, got "+strconv.Quote(string(e.Mode)))
+	}
+	if e.Type == CallRecorded && e.URL == "" {
+		ps.add(join(p, "url"), "is required for call_recorded")
+	}
+	if e.URL != "" {
+		if u, err := url.Parse(e.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(e.URL) > MaxURILength {
+			ps.add(join(p, "url"), "must be an absolute http or https URL of at most 4096 characters")
+		}
+	}
+	if e.MIMEType != "" {
+		if mt, _, err := mime.ParseMediaType(e.MIMEType); err != nil || !strings.Contains(mt, "/") || len(e.MIMEType) > 255 {
+			ps.add(join(p, "mimeType"), "must be a media type such as audio/wav")
+		}
+	}
+	if e.Bytes != nil && *e.Bytes < 0 {
+		ps.add(join(p, "bytes"), "must be zero or more")
+	}
+	if e.Type == CallTranscribed && e.Text == "" {
+		ps.add(join(p, "text"), "is required for call_transcribed")
+	}
+	if e.Language != "" && !validLanguage(e.Language) {
+		ps.add(join(p, "language"), "must be a BCP 47 language tag such as en or en-GB")
+	}
+	if e.Confidence != nil && (math.IsNaN(*e.Confidence) || *e.Confidence < 0 || *e.Confidence > 1) {
+		ps.add(join(p, "confidence"), "must be a number from 0 to 1")
+	}
+}
+
+func (c *Call) validate(ps *problems, p string) {
+	switch {
+	case c.Direction == "":
+		ps.add(join(p, "direction"), "is required: inbound, outbound or internal")
+	case !c.Direction.Valid():
+		ps.add(join(p, "direction"), "must be one of inbound, outbound, internal, got "+strconv.Quote(string(c.Direction)))
+	}
+	if c.From != nil {
+		c.From.validate(ps, join(p, "from"))
+	}
+	if c.To != nil {
+		c.To.validate(ps, join(p, "to"))
+	}
+	if c.Trunk != "" {
+		checkText(ps, join(p, "trunk"), c.Trunk, MaxNameLength)
+	}
+	if len(c.Diversion) > MaxDiversions {
+		ps.add(join(p, "diversion"), "must hold at most "+strconv.Itoa(MaxDiversions)+" hops")
+	}
+	for i := range c.Diversion {
+		d := &c.Diversion[i]
+		dp := join(p, "diversion") + "[" + strconv.Itoa(i) + "]"
+		d.Party.validate(ps, dp)
+		if d.Reason != "" {
+			checkText(ps, join(dp, "reason"), d.Reason, 64)
+		}
+		if d.Counter != nil && (*d.Counter < 0 || *d.Counter > 100) {
+			ps.add(join(dp, "counter"), "must be from 0 to 100")
+		}
+	}
+}
+
+func (pt *Party) validate(ps *problems, p string) {
+	kind := pt.EffectiveKind()
+	if pt.Kind != "" && !pt.Kind.Valid() {
+		ps.add(join(p, "kind"), "must be one of e164, extension, anonymous, unknown, got "+strconv.Quote(string(pt.Kind)))
+	}
+	if pt.Number != "" && !ValidE164(pt.Number) {
+		ps.add(join(p, "number"), "must be an E.164 number: '+', country code and subscriber number, at most 15 digits, for example +442071234567")
+	}
+	switch kind {
+	case KindE164:
+		if pt.Number == "" {
+			ps.add(join(p, "number"), "is required for kind e164 (kind defaults to e164)")
+		}
+	case KindExtension:
+		if pt.Extension == "" {
+			ps.add(join(p, "extension"), "is required for kind extension")
+		}
+	case KindAnonymous, KindUnknown:
+		if pt.Number != "" {
+			ps.add(join(p, "number"), "must be null for kind "+string(kind))
+		}
+	}
+	if pt.Name != "" {
+		checkText(ps, join(p, "name"), pt.Name, MaxNameLength)
+	}
+	if pt.Extension != "" {
+		checkText(ps, join(p, "extension"), pt.Extension, MaxExtensionLength)
+	}
+	if pt.URI != "" {
+		checkText(ps, join(p, "uri"), pt.URI, MaxURILength)
+	}
+}
+
+// ValidE164 reports whether s is an E.164 number in its written form: '+', a country code that
+// does not start with 0, and at most 15 digits in all. It checks the form, not whether the number
+// is assigned.
+func ValidE164(s string) bool {
+	if len(s) < 3 || len(s) > 16 || s[0] != '+' || s[1] < '1' || s[1] > '9' {
+		return false
+	}
+	for i := 2; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func checkID(ps *problems, field, v string, required bool) {
+	switch {
+	case v == "":
+		if required {
+			ps.add(field, "is required")
+		} else {
+			ps.add(field, "must not be empty")
+		}
+	case len(v) > MaxIDLength:
+		ps.add(field, "must be at most "+strconv.Itoa(MaxIDLength)+" bytes")
+	case hasControl(v):
+		ps.add(field, "must not contain control characters")
+	}
+}
+
+func checkText(ps *problems, field, v string, max int) {
+	if utf8.RuneCountInString(v) > max {
+		ps.add(field, "must be at most "+strconv.Itoa(max)+" characters")
+	}
+}
+
+func checkSeconds(ps *problems, field string, v *float64) {
+	if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0) {
+		ps.add(field, "must be a number of seconds, zero or more")
+	}
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// validToken reports whether s is 1 to 64 characters of a-z, 0-9, '_', '-' (and '.' when dot),
+// starting with a letter or digit.
+func validToken(s string, dot bool) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		case c == '.' && dot && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func validLanguage(s string) bool {
+	if len(s) > 35 {
+		return false
+	}
+	for i, part := range strings.Split(s, "-") {
+		if len(part) == 0 || len(part) > 8 || (i == 0 && (len(part) < 2 || len(part) > 8)) {
+			return false
+		}
+		for j := 0; j < len(part); j++ {
+			c := part[j]
+			alpha := (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+			if !alpha && !(i > 0 && c >= '0' && c <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func typeList() string {
+	var b strings.Builder
+	for i, t := range Types() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(t))
+	}
+	return b.String()
+}
