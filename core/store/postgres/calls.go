@@ -1,0 +1,322 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/callwire/callwire/core/store"
+)
+
+// writeAttempts is how many times WriteCalls tries a Write that lost a race (a serialization
+// failure, a deadlock, or two writers creating one call with the same ID; see isCallIDRace).
+const writeAttempts = 3
+
+// upsertCallSQL creates the call or folds the write into it. The CASE arms all read the stored
+// row (c), so the block, its position and the direction move together. xmax is 0 only on a row
+// version this statement inserted: an update leaves the updater's lock in xmax. Of writers
+// racing to create one call, exactly one inserts; the others wait for it to commit and update.
+const upsertCallSQL = `
+INSERT INTO calls AS c (org_id, id, provider, provider_call_id, direction, state,
+	block, block_sequence, block_at, first_at, last_at, clients, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, now()), COALESCE($13, now()))
+ON CONFLICT (org_id, provider, provider_call_id) DO UPDATE SET
+	state = GREATEST(c.state, EXCLUDED.state),
+	direction = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN EXCLUDED.direction ELSE c.direction END,
+	block = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN EXCLUDED.block ELSE c.block END,
+	block_sequence = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN EXCLUDED.block_sequence ELSE c.block_sequence END,
+	block_at = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN EXCLUDED.block_at ELSE c.block_at END,
+	first_at = LEAST(c.first_at, EXCLUDED.first_at),
+	last_at = GREATEST(c.last_at, EXCLUDED.last_at),
+	clients = COALESCE(EXCLUDED.clients, c.clients),
+	updated_at = EXCLUDED.updated_at
+RETURNING id, xmax = 0, clients`
+
+// insertEventsSQL appends the events not yet on file and returns the dedupe keys it stored. It
+// runs after upsertCallSQL in the same transaction, as its own statement: its snapshot is taken
+// after the upsert waited for any writer holding the call, so the call is visible, and every
+// earlier writer of the call's events has committed (writers of one call queue on its row).
+const insertEventsSQL = `
+INSERT INTO call_events AS e (org_id, id, call_id, type, dedupe_key, sequence, provider_event_id,
+	occurred_at, order_at, received_at, body)
+SELECT $1, n.id, (SELECT id FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3),
+	n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at, n.order_at,
+	COALESCE($4, now()), n.body
+FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[],
+	$10::timestamptz[], $11::timestamptz[], $12::json[])
+	AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
+ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
+RETURNING e.dedupe_key`
+
+// eventIDsSQL returns the ID of each of the call's events with one of the given dedupe keys:
+// the ones just stored and the duplicates already on file.
+const eventIDsSQL = `
+SELECT e.id, e.dedupe_key FROM call_events e
+WHERE e.org_id = $1
+	AND e.call_id = (SELECT id FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3)
+	AND e.dedupe_key = ANY($4::text[])`
+
+// WriteCalls applies w atomically and returns one result per call, in the order of w.Calls.
+//
+// The whole Write goes to the server as one pipelined batch with a single Sync, which PostgreSQL
+// runs as one implicit transaction: one round trip (plus one the first time a connection sees
+// the statements, to prepare them). Per call, in (provider, providerCallId) order: an upsert
+// that locks the call row, an insert of the events not on file, and a read of the IDs of all
+// the events named. Writers of one call therefore queue on its row, and two Writes touching the
+// same calls lock them in the same order and cannot deadlock.
+//
+// A Write that loses a race is retried, up to writeAttempts tries in all. Errors: one wrapping
+// store.ErrNotFound if w.OrgID names no organization, store.ErrConflict if a call or event ID
+// the caller made is taken, store.ErrUnavailable if transient; nothing is written in any case.
+// The events of one CallWrite must have distinct dedupe keys, and bodies must be UTF-8 (as JSON
+// is); otherwise WriteCalls fails without writing.
+func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error) {
+	if len(w.Calls) == 0 {
+		return []store.CallResult{}, nil
+	}
+	for i := range w.Calls {
+		c := &w.Calls[i]
+		seen := make(map[string]bool, len(c.Events))
+		for _, e := range c.Events {
+			if seen[e.DedupeKey] {
+				return nil, fmt.Errorf("postgres: write calls: call %q/%q: dedupe key %q appears twice",
+					c.Provider, c.ProviderCallID, e.DedupeKey)
+			}
+			seen[e.DedupeKey] = true
+		}
+	}
+	order := make([]int, len(w.Calls))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ca, cb := &w.Calls[a], &w.Calls[b]
+		return cmp.Or(cmp.Compare(ca.Provider, cb.Provider), cmp.Compare(ca.ProviderCallID, cb.ProviderCallID))
+	})
+
+	for attempt := 1; ; attempt++ {
+		res, err := s.writeOnce(ctx, w, order)
+		if err == nil {
+			return res, nil
+		}
+		code := pgCode(err)
+		retry := code == "40001" || code == "40P01" || isCallIDRace(err)
+		if retry && attempt < writeAttempts && ctx.Err() == nil {
+			// Let the winner of the race commit before trying again.
+			select {
+			case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		switch code {
+		case codeUniqueViolation:
+			// Not a race after all: an ID the caller made is taken.
+			return nil, fmt.Errorf("postgres: write calls: %w: %w", store.ErrConflict, err)
+		case codeForeignKeyViolation:
+			return nil, fmt.Errorf("postgres: write calls: org %q: %w", w.OrgID, store.ErrNotFound)
+		}
+		return nil, fmt.Errorf("postgres: write calls: %w", err)
+	}
+}
+
+// isCallIDRace reports whether err is a unique violation of the calls' primary key. Writers that
+// carry the same call ID (one request sent twice at once) and race to create the call can both
+// get past ON CONFLICT's check; the loser then trips over the ID, which ON CONFLICT does not
+// arbitrate. Tried again, it finds the call on file and updates it. (Events cannot race this
+// way: their writers queue on the call's row first.)
+func isCallIDRace(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == "calls_pkey"
+}
+
+// writeOnce sends w as one batch and reads its results. Errors are classified.
+func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]store.CallResult, error) {
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+
+	received := nullTime(w.ReceivedAt)
+	b := &pgx.Batch{}
+	for _, i := range order {
+		c := &w.Calls[i]
+		b.Queue(upsertCallSQL, w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction, int16(c.State),
+			nullJSON(c.Block), c.BlockSequence, c.BlockAt, c.FirstAt, c.LastAt, nullJSON(c.Clients), received)
+		if len(c.Events) == 0 {
+			continue
+		}
+		n := len(c.Events)
+		ids, types, keys, peids := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		seqs := make([]int64, n)
+		occurred, ordered := make([]time.Time, n), make([]time.Time, n)
+		bodies := make([]json.RawMessage, n)
+		for j, e := range c.Events {
+			ids[j], types[j], keys[j], peids[j] = e.ID, e.Type, e.DedupeKey, e.ProviderEventID
+			seqs[j], occurred[j], ordered[j], bodies[j] = e.Sequence, e.OccurredAt, e.OrderAt, e.Body
+		}
+		b.Queue(insertEventsSQL, w.OrgID, c.Provider, c.ProviderCallID, received,
+			ids, types, keys, seqs, peids, occurred, ordered, bodies)
+		b.Queue(eventIDsSQL, w.OrgID, c.Provider, c.ProviderCallID, keys)
+	}
+
+	br := conn.SendBatch(ctx, b)
+	results := make([]store.CallResult, len(w.Calls))
+	readErr := readWrite(br, w, order, results)
+	closeErr := br.Close()
+	if err := cmp.Or(readErr, closeErr); err != nil {
+		return nil, classify(ctx, conn, err)
+	}
+	return results, nil
+}
+
+// readWrite reads the batch results of writeOnce into results.
+func readWrite(br pgx.BatchResults, w store.Write, order []int, results []store.CallResult) error {
+	for _, i := range order {
+		c := &w.Calls[i]
+		r := &results[i]
+		if err := br.QueryRow().Scan(&r.ID, &r.Created, rawJSON(&r.Clients)); err != nil {
+			return err
+		}
+		r.Events = make([]store.EventResult, len(c.Events))
+		if len(c.Events) == 0 {
+			continue
+		}
+		rows, _ := br.Query()
+		stored, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		isNew := make(map[string]bool, len(stored))
+		for _, k := range stored {
+			isNew[k] = true
+		}
+		ids := make(map[string]string, len(c.Events))
+		rows, _ = br.Query()
+		var id, key string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &key}, func() error {
+			ids[key] = id
+			return nil
+		}); err != nil {
+			return err
+		}
+		for j, e := range c.Events {
+			id, ok := ids[e.DedupeKey]
+			if !ok {
+				return fmt.Errorf("event %q of call %q/%q not on file after the write",
+					e.DedupeKey, c.Provider, c.ProviderCallID)
+			}
+			r.Events[j] = store.EventResult{ID: id, Duplicate: !isNew[e.DedupeKey]}
+		}
+	}
+	return nil
+}
+
+// rawJSON returns a scan target that stores a json column's text in *v as it is, or nil for
+// NULL. (pgx would run a *json.RawMessage target through json.Unmarshal, which trims the
+// whitespace around the value.)
+func rawJSON(v *json.RawMessage) *[]byte { return (*[]byte)(v) }
+
+// nullJSON returns nil (SQL NULL) for an empty JSON value, v otherwise.
+func nullJSON(v json.RawMessage) any {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+// KnownEvents reports, for each ref in order, whether that event is on file for the
+// organization. It reads the database once.
+func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef) ([]bool, error) {
+	known := make([]bool, len(refs))
+	if len(refs) == 0 {
+		return known, nil
+	}
+	providers, callIDs, keys := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		providers[i], callIDs[i], keys[i] = r.Provider, r.ProviderCallID, r.DedupeKey
+	}
+	err := s.query(ctx, `
+		SELECT r.ord FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY
+			AS r(provider, provider_call_id, dedupe_key, ord)
+		WHERE EXISTS (
+			SELECT 1 FROM calls c JOIN call_events e ON e.org_id = c.org_id AND e.call_id = c.id
+			WHERE c.org_id = $1 AND c.provider = r.provider AND c.provider_call_id = r.provider_call_id
+				AND e.dedupe_key = r.dedupe_key)`,
+		[]any{orgID, providers, callIDs, keys},
+		func(rows pgx.Rows) error {
+			var ord int64
+			if err := rows.Scan(&ord); err != nil {
+				return err
+			}
+			known[ord-1] = true
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: known events: %w", err)
+	}
+	return known, nil
+}
+
+// GetCall returns the call and its events ordered by (sequence, OrderAt, ReceivedAt, ID), or an
+// error wrapping store.ErrNotFound. Call and events are read in one round trip.
+func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID string) (store.Call, []store.Event, error) {
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return store.Call{}, nil, fmt.Errorf("postgres: get call: %w", err)
+	}
+	defer conn.Release()
+
+	b := &pgx.Batch{}
+	b.Queue(`SELECT id, direction, state, block, block_sequence, block_at, first_at, last_at, clients,
+			created_at, updated_at
+		FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3`,
+		orgID, provider, providerCallID)
+	b.Queue(`SELECT e.id, e.call_id, e.type, e.dedupe_key, e.sequence, COALESCE(e.provider_event_id, ''),
+			e.occurred_at, e.order_at, e.received_at, e.body
+		FROM calls c JOIN call_events e ON e.org_id = c.org_id AND e.call_id = c.id
+		WHERE c.org_id = $1 AND c.provider = $2 AND c.provider_call_id = $3
+		ORDER BY e.sequence, e.order_at, e.received_at, e.id`,
+		orgID, provider, providerCallID)
+	br := conn.SendBatch(ctx, b)
+
+	c := store.Call{OrgID: orgID, Provider: provider, ProviderCallID: providerCallID}
+	events := []store.Event{}
+	var state int16
+	readErr := br.QueryRow().Scan(&c.ID, &c.Direction, &state, rawJSON(&c.Block), &c.BlockSequence, &c.BlockAt,
+		&c.FirstAt, &c.LastAt, rawJSON(&c.Clients), &c.CreatedAt, &c.UpdatedAt)
+	if readErr == nil {
+		rows, _ := br.Query()
+		var e store.Event
+		_, readErr = pgx.ForEachRow(rows, []any{&e.ID, &e.CallID, &e.Type, &e.DedupeKey, &e.Sequence,
+			&e.ProviderEventID, &e.OccurredAt, &e.OrderAt, &e.ReceivedAt, rawJSON(&e.Body)}, func() error {
+			ev := e
+			ev.OccurredAt, ev.OrderAt, ev.ReceivedAt = utc(e.OccurredAt), utc(e.OrderAt), utc(e.ReceivedAt)
+			events = append(events, ev)
+			return nil
+		})
+	}
+	closeErr := br.Close()
+	if errors.Is(readErr, pgx.ErrNoRows) && closeErr == nil {
+		return store.Call{}, nil, fmt.Errorf("postgres: get call %q/%q: %w", provider, providerCallID, store.ErrNotFound)
+	}
+	if err := cmp.Or(readErr, closeErr); err != nil {
+		return store.Call{}, nil, fmt.Errorf("postgres: get call: %w", classify(ctx, conn, err))
+	}
+	c.State = store.State(state)
+	c.BlockAt, c.FirstAt, c.LastAt = utc(c.BlockAt), utc(c.FirstAt), utc(c.LastAt)
+	c.CreatedAt, c.UpdatedAt = utc(c.CreatedAt), utc(c.UpdatedAt)
+	return c, events, nil
+}

@@ -1,0 +1,219 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/postgres/pgtest"
+)
+
+// roundTripConn counts round trips: runs of writes that end when the client reads.
+type roundTripConn struct {
+	net.Conn
+	mu      sync.Mutex
+	trips   int
+	writing bool
+}
+
+func (c *roundTripConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	if !c.writing {
+		c.trips++
+		c.writing = true
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *roundTripConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writing = false
+	c.mu.Unlock()
+	return c.Conn.Read(p)
+}
+
+func (c *roundTripConn) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.trips
+}
+
+// openCounting returns a migrated store of one connection whose round trips conn counts.
+func openCounting(t *testing.T) (*Store, func() int) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []*roundTripConn
+	dialer := &net.Dialer{}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		rc := &roundTripConn{Conn: c}
+		mu.Lock()
+		conns = append(conns, rc)
+		mu.Unlock()
+		return rc, nil
+	}
+	s, err := openConfig(t.Context(), cfg, Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, c := range conns {
+			n += c.count()
+		}
+		return n
+	}
+}
+
+// TestWriteCallsOneRoundTrip checks that a Write of many calls and events costs one round trip
+// once the connection has prepared the statements.
+func TestWriteCallsOneRoundTrip(t *testing.T) {
+	s, trips := openCounting(t)
+	org := uuid.NewString()
+	if err := s.CreateOrg(t.Context(), store.Org{ID: org, Name: "clinic"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	write := func(calls, events int) store.Write {
+		w := store.Write{OrgID: org, ReceivedAt: now}
+		for i := range calls {
+			c := store.CallWrite{ID: uuid.NewString(), Provider: "sip", ProviderCallID: fmt.Sprintf("c%d", i),
+				Direction: "inbound", State: store.StateRinging, Block: json.RawMessage(`{}`),
+				BlockAt: now, FirstAt: now, LastAt: now}
+			for j := range events {
+				c.Events = append(c.Events, store.EventWrite{ID: uuid.NewString(), Type: "call_hold",
+					DedupeKey: fmt.Sprintf("call_hold:%d", j), Sequence: int64(j), OccurredAt: now, OrderAt: now,
+					Body: json.RawMessage(`{"type":"call_hold"}`)})
+			}
+			w.Calls = append(w.Calls, c)
+		}
+		return w
+	}
+	// Warm up: the first Write on a connection prepares the statements, one more round trip.
+	before := trips()
+	if _, err := s.WriteCalls(t.Context(), write(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := trips() - before; n != 2 {
+		t.Errorf("first WriteCalls on a connection took %d round trips, want 2 (prepare, then write)", n)
+	}
+	for _, size := range []struct{ calls, events int }{{1, 1}, {1, 50}, {10, 5}, {50, 1}} {
+		before := trips()
+		if _, err := s.WriteCalls(t.Context(), write(size.calls, size.events)); err != nil {
+			t.Fatal(err)
+		}
+		if n := trips() - before; n != 1 {
+			t.Errorf("WriteCalls of %d calls with %d events each took %d round trips, want 1", size.calls, size.events, n)
+		}
+	}
+	before = trips()
+	if _, _, err := s.GetCall(t.Context(), org, "sip", "c0"); err != nil {
+		t.Fatal(err)
+	}
+	if n := trips() - before; n > 2 { // one, plus one to prepare on first use
+		t.Errorf("GetCall took %d round trips, want at most 2", n)
+	}
+}
+
+// TestAcquireTimeout exhausts the pool: the next operation waits the acquire timeout, then
+// fails as unavailable.
+func TestAcquireTimeout(t *testing.T) {
+	s, err := Open(t.Context(), pgtest.URL(t), Options{MaxConns: 1, AcquireTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	held, err := s.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = s.Ping(t.Context())
+	elapsed := time.Since(start)
+	held.Release()
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Ping on an exhausted pool: error = %v, want one wrapping store.ErrUnavailable", err)
+	}
+	if elapsed < 200*time.Millisecond || elapsed > 2*time.Second {
+		t.Errorf("Ping gave up after %v, want about 200ms", elapsed)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping once the connection is back: %v", err)
+	}
+
+	// A caller's own cancellation is not the store being unavailable.
+	held, err = s.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Ping(ctx); errors.Is(err, store.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Ping with a cancelled context: error = %v, want context.Canceled only", err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	ctx := t.Context()
+	tests := []struct {
+		err         error
+		unavailable bool
+	}{
+		{&pgconn.PgError{Code: "40001"}, true},
+		{&pgconn.PgError{Code: "40P01"}, true},
+		{&pgconn.PgError{Code: "53300"}, true},
+		{&pgconn.PgError{Code: "57P01"}, true},
+		{&pgconn.PgError{Code: "57P02"}, true},
+		{&pgconn.PgError{Code: "57P03"}, true},
+		{&pgconn.PgError{Code: "08006"}, true},
+		{&pgconn.PgError{Code: "08P01"}, true},
+		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "08000"}), true},
+		{&pgconn.PgError{Code: "23505"}, false},
+		{&pgconn.PgError{Code: "42P01"}, false},
+		{&pgconn.PgError{Code: "22021"}, false},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{&net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
+		{errors.New("cannot encode parameter"), false},
+	}
+	for _, tt := range tests {
+		got := classify(ctx, nil, tt.err)
+		if errors.Is(got, store.ErrUnavailable) != tt.unavailable {
+			t.Errorf("classify(%v) = %v; unavailable = %v, want %v", tt.err, got, !tt.unavailable, tt.unavailable)
+		}
+		if !errors.Is(got, tt.err) {
+			t.Errorf("classify(%v) = %v, which no longer wraps the original error", tt.err, got)
+		}
+	}
+
+	deadline, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	if got := classify(deadline, nil, errors.New("timeout")); !errors.Is(got, store.ErrUnavailable) || !errors.Is(got, context.DeadlineExceeded) {
+		t.Errorf("classify under an expired deadline = %v, want ErrUnavailable and DeadlineExceeded", got)
+	}
+}

@@ -1,0 +1,410 @@
+package postgres_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/postgres"
+	"github.com/callwire/callwire/core/store/postgres/pgtest"
+	"github.com/callwire/callwire/core/store/storetest"
+)
+
+// openStore returns a migrated store in a schema of its own, closed when t ends.
+func openStore(t testing.TB, url string, opts postgres.Options) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), url, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openStore(t, pgtest.URL(t), postgres.Options{})
+	})
+}
+
+func TestMigrateTwiceAndConcurrently(t *testing.T) {
+	url := pgtest.URL(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() {
+			s, err := postgres.Open(t.Context(), url, postgres.Options{MaxConns: 2})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer s.Close()
+			errs[i] = s.Migrate(t.Context())
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Migrate %d: %v", i, err)
+		}
+	}
+	s := openStore(t, url, postgres.Options{}) // migrates once more: nothing to do
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+}
+
+func TestMigrateMissingSchema(t *testing.T) {
+	url := pgtest.URL(t)
+	url = strings.Replace(url, "search_path=", "search_path=no_such_schema_", 1)
+	s, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	if err := s.Migrate(t.Context()); err == nil {
+		t.Fatal("Migrate into a schema that does not exist succeeded")
+	}
+}
+
+// withParam adds a connection parameter to url, a postgres:// URL or a key=value string.
+func withParam(url, key, value string) string {
+	if strings.Contains(url, "://") {
+		return url + "&" + key + "=" + value
+	}
+	return url + " " + key + "=" + value
+}
+
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// base is the reference instant of these tests, in whole microseconds.
+var base = time.Date(2025, time.June, 1, 12, 0, 0, 123456000, time.UTC)
+
+// sampleWrite returns a write for org of the calls named, each with events events.
+func sampleWrite(org string, events int, callIDs ...string) store.Write {
+	w := store.Write{OrgID: org, ReceivedAt: base.Add(time.Minute)}
+	for _, pcid := range callIDs {
+		c := store.CallWrite{
+			ID: newID(), Provider: "sip", ProviderCallID: pcid, Direction: "inbound",
+			State: store.StateRinging, Block: json.RawMessage(`{"direction":"inbound"}`),
+			BlockSequence: int64(events), BlockAt: base, FirstAt: base, LastAt: base,
+		}
+		for j := range events {
+			typ := []string{"call_received", "call_hold", "call_recorded"}[j%3]
+			c.Events = append(c.Events, store.EventWrite{
+				ID: newID(), Type: typ, DedupeKey: fmt.Sprintf("%s:%d", typ, j), Sequence: int64(j),
+				OccurredAt: base, OrderAt: base,
+				Body: json.RawMessage(fmt.Sprintf(`{"type":%q,"sequence":%d}`, typ, j)),
+			})
+		}
+		w.Calls = append(w.Calls, c)
+	}
+	return w
+}
+
+// refreshIDs returns w with fresh call and event IDs, as a retried request carries.
+func refreshIDs(w store.Write) store.Write {
+	out := w
+	out.Calls = make([]store.CallWrite, len(w.Calls))
+	for i, c := range w.Calls {
+		c.ID = newID()
+		c.Events = append([]store.EventWrite(nil), c.Events...)
+		for j := range c.Events {
+			c.Events[j].ID = newID()
+		}
+		out.Calls[i] = c
+	}
+	return out
+}
+
+func createOrg(t *testing.T, s store.Store) string {
+	t.Helper()
+	org := newID()
+	if err := s.CreateOrg(t.Context(), store.Org{ID: org, Name: "clinic", CreatedAt: base}); err != nil {
+		t.Fatalf("CreateOrg: %v", err)
+	}
+	return org
+}
+
+// TestWriteCallsRace has many writers send the same Write at once: one of them creates each
+// call, each event is stored once, and every result names the stored IDs.
+func TestWriteCallsRace(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		freshIDs bool // each writer carries its own IDs, as separate requests do
+		shuffle  bool // each writer lists the calls in its own order
+		calls    int
+	}{
+		{"same IDs, one call", false, false, 1},
+		{"fresh IDs, one call", true, false, 1},
+		{"fresh IDs, many calls, shuffled", true, true, 7},
+		{"same IDs, many calls, shuffled", false, true, 7},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore(t, pgtest.URL(t), postgres.Options{MaxConns: 20})
+			org := createOrg(t, s)
+			var pcids []string
+			for i := range tt.calls {
+				pcids = append(pcids, fmt.Sprintf("race-%d", i))
+			}
+			w := sampleWrite(org, 5, pcids...)
+
+			const writers = 50
+			writes := make([]store.Write, writers)
+			results := make([][]store.CallResult, writers)
+			errs := make([]error, writers)
+			for i := range writers {
+				writes[i] = w
+				if tt.freshIDs {
+					writes[i] = refreshIDs(w)
+				}
+				if tt.shuffle {
+					calls := append([]store.CallWrite(nil), writes[i].Calls...)
+					rand.Shuffle(len(calls), func(a, b int) { calls[a], calls[b] = calls[b], calls[a] })
+					writes[i].Calls = calls
+				}
+			}
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range writers {
+				wg.Go(func() {
+					<-start
+					results[i], errs[i] = s.WriteCalls(t.Context(), writes[i])
+				})
+			}
+			close(start)
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("writer %d: %v", i, err)
+				}
+			}
+
+			for _, pcid := range pcids {
+				call, events, err := s.GetCall(t.Context(), org, "sip", pcid)
+				if err != nil {
+					t.Fatalf("GetCall(%s): %v", pcid, err)
+				}
+				if len(events) != 5 {
+					t.Fatalf("%s has %d events, want 5", pcid, len(events))
+				}
+				storedID := map[string]string{}
+				for _, e := range events {
+					storedID[e.DedupeKey] = e.ID
+					if e.CallID != call.ID {
+						t.Errorf("event %s has call ID %q, want %q", e.DedupeKey, e.CallID, call.ID)
+					}
+				}
+				created := 0
+				fresh := map[string]int{}
+				for i := range writers {
+					for k, c := range writes[i].Calls {
+						if c.ProviderCallID != pcid {
+							continue
+						}
+						r := results[i][k]
+						if r.ID != call.ID {
+							t.Errorf("writer %d: call ID %q, want the stored %q", i, r.ID, call.ID)
+						}
+						if r.Created {
+							created++
+							if c.ID != call.ID {
+								t.Errorf("writer %d created the call but it is stored as %q, not its %q", i, call.ID, c.ID)
+							}
+						}
+						for j, e := range r.Events {
+							key := c.Events[j].DedupeKey
+							if e.ID != storedID[key] {
+								t.Errorf("writer %d event %s: ID %q, want the stored %q", i, key, e.ID, storedID[key])
+							}
+							if !e.Duplicate {
+								fresh[key]++
+								if c.Events[j].ID != e.ID {
+									t.Errorf("writer %d stored event %s as %q, not its %q", i, key, e.ID, c.Events[j].ID)
+								}
+							}
+						}
+					}
+				}
+				if created != 1 {
+					t.Errorf("%s: %d writers saw Created, want exactly 1", pcid, created)
+				}
+				for key := range storedID {
+					if fresh[key] != 1 {
+						t.Errorf("%s event %s: %d writers stored it, want exactly 1", pcid, key, fresh[key])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBodyByteForByte stores bodies that a JSON round trip would change and reads them back.
+func TestBodyByteForByte(t *testing.T) {
+	s := openStore(t, pgtest.URL(t), postgres.Options{})
+	org := createOrg(t, s)
+	bodies := []string{
+		`{"nul":"a\u0000b","esc":"\u00e9\ud83d\ude00\/\b\f\n\r\t\"\\"}`,
+		`{ "spaced" : [ 1 , 2 ] ,` + "\n\t" + `"z":null }`,
+		`{"dup":1,"dup":2,"b":1,"a":2}`,
+		`{"big":1e400,"neg0":-0,"long":1.00000000000000000000001,"int":123456789012345678901234567890}`,
+		`{"raw":"grüße 👋 日本語","html":"<a href='x'>&amp;</a>"}`,
+		`{"deep":` + strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200) + `}`,
+		`{"big":"` + strings.Repeat("x", 1<<20) + `"}`,
+		`[1,2,3]`,
+		"\n  {\"leading\":\"and trailing whitespace\"}  \r\n",
+		`"just a string"`,
+	}
+	w := store.Write{OrgID: org, ReceivedAt: base}
+	c := store.CallWrite{ID: newID(), Provider: "sip", ProviderCallID: "bodies", Direction: "inbound",
+		Block: json.RawMessage(`{}`), BlockAt: base, FirstAt: base, LastAt: base}
+	for i, b := range bodies {
+		c.Events = append(c.Events, store.EventWrite{ID: newID(), Type: "call_hold",
+			DedupeKey: fmt.Sprintf("k%d", i), Sequence: int64(i), OccurredAt: base, OrderAt: base,
+			Body: json.RawMessage(b)})
+	}
+	w.Calls = []store.CallWrite{c}
+	if _, err := s.WriteCalls(t.Context(), w); err != nil {
+		t.Fatalf("WriteCalls: %v", err)
+	}
+	_, events, err := s.GetCall(t.Context(), org, "sip", "bodies")
+	if err != nil {
+		t.Fatalf("GetCall: %v", err)
+	}
+	if len(events) != len(bodies) {
+		t.Fatalf("got %d events, want %d", len(events), len(bodies))
+	}
+	for i, e := range events {
+		if !bytes.Equal(e.Body, []byte(bodies[i])) {
+			got, want := string(e.Body), bodies[i]
+			if len(got) > 200 {
+				got, want = got[:200]+"...", want[:200]+"..."
+			}
+			t.Errorf("body %d = %q, want %q", i, got, want)
+		}
+	}
+}
+
+// TestUnreachable opens a store on a port nothing listens on.
+func TestUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s, err := postgres.Open(t.Context(), "postgres://postgres@"+addr+"/test?sslmode=disable&connect_timeout=1",
+		postgres.Options{AcquireTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open does not connect, yet it failed: %v", err)
+	}
+	defer s.Close()
+	checks := map[string]error{
+		"Ping":    s.Ping(t.Context()),
+		"Migrate": s.Migrate(t.Context()),
+	}
+	_, checks["WriteCalls"] = s.WriteCalls(t.Context(), sampleWrite(newID(), 1, "c"))
+	_, checks["GetOrg"] = s.GetOrg(t.Context(), newID())
+	checks["CreateOrg"] = s.CreateOrg(t.Context(), store.Org{ID: newID(), Name: "x"})
+	for name, err := range checks {
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s error = %v, want one wrapping store.ErrUnavailable", name, err)
+		}
+	}
+}
+
+// TestTerminatedBackend kills the store's server processes under it: the next operation fails
+// as unavailable, and the one after that works on a new connection.
+func TestTerminatedBackend(t *testing.T) {
+	app := "callwire_terminate_" + strings.ReplaceAll(newID(), "-", "")
+	url := withParam(pgtest.URL(t), "application_name", app)
+	s := openStore(t, url, postgres.Options{MaxConns: 1})
+	org := createOrg(t, s)
+	if _, err := s.WriteCalls(t.Context(), sampleWrite(org, 2, "before")); err != nil {
+		t.Fatalf("WriteCalls: %v", err)
+	}
+
+	admin, err := pgx.Connect(t.Context(), os.Getenv(pgtest.EnvURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(t.Context())
+	var killed int
+	// OFFSET 0 keeps the filter from being merged with the call, so that only the store's
+	// backends are terminated.
+	err = admin.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))
+		FROM (SELECT pid FROM pg_stat_activity WHERE application_name = $1 OFFSET 0) AS s`, app).Scan(&killed)
+	if err != nil || killed != 1 {
+		t.Fatalf("terminated %d backends (%v), want 1", killed, err)
+	}
+
+	_, err = s.WriteCalls(t.Context(), sampleWrite(org, 2, "during"))
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("WriteCalls on a terminated connection: error = %v, want one wrapping store.ErrUnavailable", err)
+	}
+	if _, _, err := s.GetCall(t.Context(), org, "sip", "during"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetCall after the failed write: error = %v, want ErrNotFound", err)
+	}
+	if _, err := s.WriteCalls(t.Context(), sampleWrite(org, 2, "after")); err != nil {
+		t.Errorf("WriteCalls on a new connection: %v", err)
+	}
+}
+
+// TestWriteCallsUnknownOrg writes calls for an organization that does not exist.
+func TestWriteCallsUnknownOrg(t *testing.T) {
+	s := openStore(t, pgtest.URL(t), postgres.Options{})
+	_, err := s.WriteCalls(t.Context(), sampleWrite(newID(), 1, "c"))
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("WriteCalls error = %v, want ErrNotFound", err)
+	}
+}
+
+// TestWriteCallsDuplicateDedupeKey refuses a CallWrite that names one dedupe key twice.
+func TestWriteCallsDuplicateDedupeKey(t *testing.T) {
+	s := openStore(t, pgtest.URL(t), postgres.Options{})
+	org := createOrg(t, s)
+	w := sampleWrite(org, 2, "c")
+	w.Calls[0].Events[1].DedupeKey = w.Calls[0].Events[0].DedupeKey
+	if _, err := s.WriteCalls(t.Context(), w); err == nil {
+		t.Fatal("WriteCalls with a repeated dedupe key succeeded")
+	}
+	if _, _, err := s.GetCall(t.Context(), org, "sip", "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetCall after the refused write: error = %v, want ErrNotFound", err)
+	}
+}
+
+// TestRefusedForGood connects to a database that does not exist: a configuration error, not
+// an outage.
+func TestRefusedForGood(t *testing.T) {
+	url := pgtest.URL(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := fmt.Sprintf("postgres://%s@%s:%d/no_such_database_%d?sslmode=disable",
+		cfg.User, cfg.Host, cfg.Port, time.Now().UnixNano())
+	s, err := postgres.Open(t.Context(), missing, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.GetOrg(t.Context(), "x")
+	if err == nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetOrg on a missing database: error = %v, want a permanent error", err)
+	}
+}
