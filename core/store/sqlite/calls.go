@@ -1,0 +1,267 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/callwire/callwire/core/store"
+)
+
+// writeStmts are the statements WriteCalls runs, prepared once on the writer connection.
+type writeStmts struct {
+	ready bool
+	// findCall looks a call up by its key.
+	findCall *sql.Stmt
+	// insertCall creates a call.
+	insertCall *sql.Stmt
+	// updateCall merges a write into an existing call and returns its client matches.
+	updateCall *sql.Stmt
+	// insertEvent appends an event unless its dedupe key is on file, returning its ID if stored.
+	insertEvent *sql.Stmt
+	// findEvent returns the stored ID of an event by its dedupe key.
+	findEvent *sql.Stmt
+}
+
+const (
+	findCallSQL = `SELECT call_id FROM calls WHERE org_id = ? AND provider = ? AND provider_call_id = ?`
+
+	insertCallSQL = `INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
+		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+	// updateCallSQL reads the old row on every right-hand side, as SQLite does for all of an
+	// UPDATE's SET expressions. The block moves only when (?2, ?3) is not before
+	// (block_seq, block_at); block_seq = max(...) follows from that.
+	updateCallSQL = `UPDATE calls SET
+		state = max(state, ?1),
+		direction = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?4 ELSE direction END,
+		block = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?5 ELSE block END,
+		block_at = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?3 ELSE block_at END,
+		block_seq = max(block_seq, ?2),
+		first_at = min(first_at, ?6),
+		last_at = max(last_at, ?7),
+		clients = coalesce(?8, clients),
+		updated_at = ?9
+		WHERE org_id = ?10 AND call_id = ?11
+		RETURNING clients`
+
+	insertEventSQL = `INSERT INTO call_events (org_id, event_id, call_id, type, dedupe_key, sequence,
+		provider_event_id, occurred_at, order_at, received_at, body)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
+		RETURNING event_id`
+
+	findEventSQL = `SELECT event_id FROM call_events WHERE org_id = ? AND call_id = ? AND dedupe_key = ?`
+)
+
+// prepare prepares the statements on db unless they are ready.
+func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
+	if w.ready {
+		return nil
+	}
+	for _, p := range []struct {
+		dst  **sql.Stmt
+		text string
+	}{
+		{&w.findCall, findCallSQL},
+		{&w.insertCall, insertCallSQL},
+		{&w.updateCall, updateCallSQL},
+		{&w.insertEvent, insertEventSQL},
+		{&w.findEvent, findEventSQL},
+	} {
+		stmt, err := db.PrepareContext(ctx, p.text)
+		if err != nil {
+			w.close()
+			return fmt.Errorf("prepare: %w", err)
+		}
+		*p.dst = stmt
+	}
+	w.ready = true
+	return nil
+}
+
+// close closes whichever statements are prepared.
+func (w *writeStmts) close() {
+	for _, s := range []*sql.Stmt{w.findCall, w.insertCall, w.updateCall, w.insertEvent, w.findEvent} {
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+	*w = writeStmts{}
+}
+
+// WriteCalls applies w in one transaction, calls in (provider, providerCallId) order, and returns
+// one result per call in the order of w.Calls. See store.Store.
+func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error) {
+	if w.OrgID == "" {
+		return nil, errors.New("sqlite: write calls: empty organization id")
+	}
+	if len(w.Calls) == 0 {
+		return []store.CallResult{}, nil
+	}
+	order := make([]int, len(w.Calls))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ca, cb := &w.Calls[a], &w.Calls[b]
+		return cmp.Or(strings.Compare(ca.Provider, cb.Provider), strings.Compare(ca.ProviderCallID, cb.ProviderCallID))
+	})
+
+	results := make([]store.CallResult, len(w.Calls))
+	received := encTime(w.ReceivedAt)
+	err := s.withWriteTx(ctx, "write calls", func(tx *sql.Tx) error {
+		st := s.stmts
+		findCall := tx.StmtContext(ctx, st.findCall)
+		insertCall := tx.StmtContext(ctx, st.insertCall)
+		updateCall := tx.StmtContext(ctx, st.updateCall)
+		insertEvent := tx.StmtContext(ctx, st.insertEvent)
+		findEvent := tx.StmtContext(ctx, st.findEvent)
+
+		for _, i := range order {
+			c := &w.Calls[i]
+			res := store.CallResult{Events: make([]store.EventResult, len(c.Events))}
+
+			err := findCall.QueryRowContext(ctx, w.OrgID, c.Provider, c.ProviderCallID).Scan(&res.ID)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				res.ID, res.Created = c.ID, true
+				if c.Clients != nil {
+					res.Clients = append([]byte(nil), c.Clients...)
+				}
+				_, err = insertCall.ExecContext(ctx, w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction,
+					int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
+					encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
+				if err != nil {
+					return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
+				}
+			case err != nil:
+				return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
+			default:
+				err = updateCall.QueryRowContext(ctx, int64(c.State), c.BlockSequence, encTime(c.BlockAt),
+					c.Direction, jsonArg(c.Block), encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients),
+					received, w.OrgID, res.ID).Scan(jsonCol{(*[]byte)(&res.Clients)})
+				if err != nil {
+					return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
+				}
+			}
+
+			for j := range c.Events {
+				e := &c.Events[j]
+				r := &res.Events[j]
+				err := insertEvent.QueryRowContext(ctx, w.OrgID, e.ID, res.ID, e.Type, e.DedupeKey, e.Sequence,
+					e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body)).Scan(&r.ID)
+				if errors.Is(err, sql.ErrNoRows) {
+					r.Duplicate = true
+					err = findEvent.QueryRowContext(ctx, w.OrgID, res.ID, e.DedupeKey).Scan(&r.ID)
+				}
+				if err != nil {
+					return fmt.Errorf("call %s/%s: event %q: %w", c.Provider, c.ProviderCallID, e.DedupeKey, err)
+				}
+			}
+			results[i] = res
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// knownEventsChunk bounds the references asked in one statement, well inside SQLite's limit on
+// bound parameters.
+const knownEventsChunk = 500
+
+// KnownEvents reports, for each ref in order, whether that event is on file for the
+// organization. See store.Store.
+func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef) ([]bool, error) {
+	known := make([]bool, len(refs))
+	for start := 0; start < len(refs); start += knownEventsChunk {
+		chunk := refs[start:min(start+knownEventsChunk, len(refs))]
+		var q strings.Builder
+		args := make([]any, 0, 4*len(chunk)+1)
+		q.WriteString(`WITH refs (i, provider, provider_call_id, dedupe_key) AS (VALUES `)
+		for i, r := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?)")
+			args = append(args, int64(start+i), r.Provider, r.ProviderCallID, r.DedupeKey)
+		}
+		q.WriteString(`) SELECT refs.i FROM refs
+			JOIN calls c ON c.org_id = ? AND c.provider = refs.provider AND c.provider_call_id = refs.provider_call_id
+			JOIN call_events e ON e.org_id = c.org_id AND e.call_id = c.call_id AND e.dedupe_key = refs.dedupe_key`)
+		args = append(args, orgID)
+
+		rows, err := s.reader.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return nil, wrapErr(ctx, "known events", err)
+		}
+		for rows.Next() {
+			var i int64
+			if err := rows.Scan(&i); err != nil {
+				rows.Close()
+				return nil, wrapErr(ctx, "known events", err)
+			}
+			known[i] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, wrapErr(ctx, "known events", err)
+		}
+	}
+	return known, nil
+}
+
+// GetCall returns the call and its events ordered by (sequence, OrderAt, ReceivedAt, ID), read
+// from one snapshot, or store.ErrNotFound. See store.Store.
+func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID string) (store.Call, []store.Event, error) {
+	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return store.Call{}, nil, wrapErr(ctx, "get call", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	c := store.Call{OrgID: orgID, Provider: provider, ProviderCallID: providerCallID}
+	var state int64
+	err = tx.QueryRowContext(ctx, `SELECT call_id, direction, state, block, block_seq, block_at,
+		first_at, last_at, clients, created_at, updated_at
+		FROM calls WHERE org_id = ? AND provider = ? AND provider_call_id = ?`,
+		orgID, provider, providerCallID).Scan(&c.ID, &c.Direction, &state, jsonCol{(*[]byte)(&c.Block)},
+		&c.BlockSequence, timeCol{&c.BlockAt}, timeCol{&c.FirstAt}, timeCol{&c.LastAt},
+		jsonCol{(*[]byte)(&c.Clients)}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt})
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Call{}, nil, fmt.Errorf("sqlite: get call %s/%s: %w", provider, providerCallID, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Call{}, nil, wrapErr(ctx, "get call", err)
+	}
+	c.State = store.State(state)
+
+	rows, err := tx.QueryContext(ctx, `SELECT event_id, type, dedupe_key, sequence, provider_event_id,
+		occurred_at, order_at, received_at, body
+		FROM call_events WHERE org_id = ? AND call_id = ?
+		ORDER BY sequence, order_at, received_at, event_id`, orgID, c.ID)
+	if err != nil {
+		return store.Call{}, nil, wrapErr(ctx, "get call events", err)
+	}
+	defer rows.Close()
+	var events []store.Event
+	for rows.Next() {
+		e := store.Event{CallID: c.ID}
+		if err := rows.Scan(&e.ID, &e.Type, &e.DedupeKey, &e.Sequence, &e.ProviderEventID,
+			timeCol{&e.OccurredAt}, timeCol{&e.OrderAt}, timeCol{&e.ReceivedAt}, jsonCol{(*[]byte)(&e.Body)}); err != nil {
+			return store.Call{}, nil, wrapErr(ctx, "get call events", err)
+		}
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Call{}, nil, wrapErr(ctx, "get call events", err)
+	}
+	return c, events, nil
+}

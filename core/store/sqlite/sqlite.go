@@ -1,0 +1,323 @@
+// Package sqlite is the embedded store.Store: one SQLite file on local disk, through the pure-Go
+// driver modernc.org/sqlite. It is what callwire uses when no database is configured.
+//
+// The file is opened in WAL mode with synchronous=FULL, so a write that returned has reached the
+// disk and survives power loss. Writes go through one connection, taken in arrival order; reads use
+// a separate pool and never wait for writes.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/callwire/callwire/core/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// busyTimeout is how long a connection waits for a lock another process holds before the
+// operation fails with store.ErrUnavailable.
+const busyTimeout = 5 * time.Second
+
+// Store is the SQLite store.Store. It is safe for concurrent use by many goroutines; several
+// processes may share the file, in which case their writes wait for one another up to a busy
+// timeout. Create it with Open.
+type Store struct {
+	path string
+	// writer holds the one connection all writes use.
+	writer *sql.DB
+	// gate admits writers to the writer connection one at a time, in the order they arrived.
+	gate chan struct{}
+	// reader is the pool reads use.
+	reader *sql.DB
+	// stmts are the writer connection's prepared statements, prepared on first use. Only the
+	// holder of gate touches them.
+	stmts writeStmts
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens the database file at path, creating it and its parent directory when missing. It does
+// not apply migrations; call Migrate before first use. The caller must Close the store.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: open: empty path")
+	}
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("sqlite: open %q: path must not contain '?'", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+
+	ms := busyTimeout.Milliseconds()
+	writerParams := url.Values{
+		"_busy_timeout": {fmt.Sprint(ms)},
+		"_journal_mode": {"WAL"},
+		"_synchronous":  {"FULL"},
+		"_foreign_keys": {"1"},
+		"_txlock":       {"immediate"},
+	}
+	readerParams := url.Values{
+		"_busy_timeout": {fmt.Sprint(ms)},
+		"_foreign_keys": {"1"},
+		"_query_only":   {"1"},
+	}
+
+	writer, err := sql.Open("sqlite", abs+"?"+writerParams.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+
+	// The writer connection comes first: it creates the file and switches it to WAL, which
+	// every later connection then finds in place.
+	var mode string
+	if err := writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		writer.Close()
+		return nil, wrapErr(ctx, fmt.Sprintf("open %q", path), err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		writer.Close()
+		return nil, fmt.Errorf("sqlite: open %q: journal mode is %q, want wal", path, mode)
+	}
+
+	reader, err := sql.Open("sqlite", abs+"?"+readerParams.Encode())
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	reader.SetMaxOpenConns(n)
+	reader.SetMaxIdleConns(n)
+
+	return &Store{path: path, writer: writer, reader: reader, gate: make(chan struct{}, 1)}, nil
+}
+
+// Migrate applies every embedded migration the database has not had yet. It is safe to call on
+// an up-to-date database, where it does nothing.
+func (s *Store) Migrate(ctx context.Context) error {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.writer, sub)
+	if err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	if err := s.acquire(ctx); err != nil {
+		return wrapErr(ctx, "migrate", err)
+	}
+	defer s.release()
+	// The statements are prepared against the schema, so they go before it changes.
+	s.stmts.close()
+	if _, err := p.Up(ctx); err != nil {
+		return wrapErr(ctx, "migrate", err)
+	}
+	return nil
+}
+
+// Ping reports whether the database can be read now.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.reader.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return wrapErr(ctx, "ping", err)
+	}
+	return nil
+}
+
+// Close closes the database. A write in progress finishes first; calls made after Close fail.
+// Closing again does nothing and returns the first result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.gate <- struct{}{}
+		defer s.release()
+		s.stmts.close()
+		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("sqlite: close: %w", s.closeErr)
+		}
+	})
+	return s.closeErr
+}
+
+// acquire waits, in arrival order, for the right to use the writer connection. Each successful
+// acquire must be followed by one release.
+func (s *Store) acquire(ctx context.Context) error {
+	// Goroutines blocked sending on a channel are woken first in, first out, which makes this
+	// a fair lock; database/sql's own wait for a pooled connection is not ordered.
+	select {
+	case s.gate <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release gives up the writer connection taken with acquire.
+func (s *Store) release() { <-s.gate }
+
+// withWriteTx runs fn in one IMMEDIATE transaction on the writer connection and commits it. Any
+// error from fn rolls the transaction back. The prepared statements in s.stmts are ready while
+// fn runs.
+func (s *Store) withWriteTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	if err := s.acquire(ctx); err != nil {
+		return wrapErr(ctx, op, err)
+	}
+	defer s.release()
+	// The writer has one connection: statements are prepared before the transaction takes it.
+	if err := s.stmts.prepare(ctx, s.writer); err != nil {
+		return wrapErr(ctx, op, err)
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr(ctx, op, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return wrapErr(ctx, op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return wrapErr(ctx, op, err)
+	}
+	return nil
+}
+
+// wrapErr prefixes err with the package and operation and classifies it: a lock held too long,
+// an interruption or a done context becomes store.ErrUnavailable, a uniqueness violation
+// store.ErrConflict, a dangling organization store.ErrNotFound. Errors already classified keep
+// their class.
+func wrapErr(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrUnavailable):
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), ctx.Err() != nil:
+		return fmt.Errorf("sqlite: %s: %w: %w", op, store.ErrUnavailable, err)
+	case errors.Is(err, sql.ErrConnDone):
+		return fmt.Errorf("sqlite: %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		code := se.Code()
+		switch code & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_PROTOCOL:
+			return fmt.Errorf("sqlite: %s: %w: %w", op, store.ErrUnavailable, err)
+		}
+		switch code {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("sqlite: %s: %w: %w", op, store.ErrConflict, err)
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+			return fmt.Errorf("sqlite: %s: %w: %w", op, store.ErrNotFound, err)
+		}
+	}
+	return fmt.Errorf("sqlite: %s: %w", op, err)
+}
+
+// timeLayout is how times are stored: UTC, fixed width, nanoseconds, so that text order is time
+// order for every year from 0001 to 9999.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// encTime returns t as stored.
+func encTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// encTimePtr returns t as stored, or NULL for nil.
+func encTimePtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return encTime(*t)
+}
+
+// timeCol scans a stored time into *dst, in UTC.
+type timeCol struct{ dst *time.Time }
+
+// Scan implements sql.Scanner.
+func (c timeCol) Scan(v any) error {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	default:
+		return fmt.Errorf("stored time has type %T, want text", v)
+	}
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return fmt.Errorf("stored time %q: %w", s, err)
+	}
+	*c.dst = t.UTC()
+	return nil
+}
+
+// timePtrCol scans a nullable stored time into *dst: nil for NULL.
+type timePtrCol struct{ dst **time.Time }
+
+// Scan implements sql.Scanner.
+func (c timePtrCol) Scan(v any) error {
+	if v == nil {
+		*c.dst = nil
+		return nil
+	}
+	var t time.Time
+	if err := (timeCol{&t}).Scan(v); err != nil {
+		return err
+	}
+	*c.dst = &t
+	return nil
+}
+
+// jsonCol scans nullable JSON text into *dst as a fresh byte slice: nil for NULL.
+type jsonCol struct{ dst *[]byte }
+
+// Scan implements sql.Scanner.
+func (c jsonCol) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		*c.dst = nil
+	case string:
+		*c.dst = []byte(x)
+	case []byte:
+		*c.dst = append([]byte(nil), x...)
+	default:
+		return fmt.Errorf("stored JSON has type %T, want text", v)
+	}
+	return nil
+}
+
+// jsonArg returns raw as a TEXT argument, or NULL for nil.
+func jsonArg(raw []byte) any {
+	if raw == nil {
+		return nil
+	}
+	return string(raw)
+}

@@ -1,0 +1,244 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/sqlite"
+	"github.com/callwire/callwire/core/store/storetest"
+)
+
+// openTemp opens and migrates a store in a fresh temporary directory, closed when t ends.
+func openTemp(t *testing.T) *sqlite.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "data", "callwire.db")
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) })
+}
+
+func TestSurvivesReopen(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "nested", "dir", "callwire.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	when := time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC)
+	if err := s.CreateOrg(ctx, store.Org{ID: "org-1", Name: "Clinic", CreatedAt: when}); err != nil {
+		t.Fatalf("CreateOrg: %v", err)
+	}
+	if err := s.CreateKey(ctx, store.Key{ClientID: "ci-1", OrgID: "org-1", Scopes: []string{"org.calls.events"},
+		SecretHash: []byte{1, 2, 3}, SecretLast8: "abcdefgh", CreatedAt: when}); err != nil {
+		t.Fatalf("CreateKey: %v", err)
+	}
+	body := json.RawMessage(`{ "type":"call_received" , "x":"\u0000" }`)
+	w := store.Write{OrgID: "org-1", ReceivedAt: when, Calls: []store.CallWrite{{
+		ID: "call-1", Provider: "sip", ProviderCallID: "pc-1", Direction: "inbound", State: store.StateRinging,
+		Block: json.RawMessage(`{"direction":"inbound"}`), BlockSequence: 1, BlockAt: when, FirstAt: when, LastAt: when,
+		Events: []store.EventWrite{{ID: "ev-1", Type: "call_received", DedupeKey: "call_received:1", Sequence: 1,
+			OccurredAt: when, OrderAt: when, Body: body}},
+	}}}
+	if _, err := s.WriteCalls(ctx, w); err != nil {
+		t.Fatalf("WriteCalls: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := s.WriteCalls(ctx, w); err == nil {
+		t.Fatal("WriteCalls after Close succeeded")
+	}
+
+	s2, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s2.Close()
+	if err := s2.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	o, err := s2.GetOrg(ctx, "org-1")
+	if err != nil || o.Name != "Clinic" || !o.CreatedAt.Equal(when) {
+		t.Errorf("GetOrg = %+v, %v", o, err)
+	}
+	k, err := s2.KeyByClientID(ctx, "ci-1")
+	if err != nil || k.OrgID != "org-1" || k.SecretLast8 != "abcdefgh" {
+		t.Errorf("KeyByClientID = %+v, %v", k, err)
+	}
+	c, evs, err := s2.GetCall(ctx, "org-1", "sip", "pc-1")
+	if err != nil {
+		t.Fatalf("GetCall: %v", err)
+	}
+	if c.ID != "call-1" || len(evs) != 1 || string(evs[0].Body) != string(body) {
+		t.Errorf("GetCall = %+v, %+v", c, evs)
+	}
+	res, err := s2.WriteCalls(ctx, w)
+	if err != nil {
+		t.Fatalf("WriteCalls after reopen: %v", err)
+	}
+	if res[0].Created || !res[0].Events[0].Duplicate {
+		t.Errorf("retry after reopen = %+v, want existing call and duplicate event", res[0])
+	}
+}
+
+// TestTimesUTC checks that every time comes back in UTC at full precision, whatever zone it was
+// written in.
+func TestTimesUTC(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
+	when := time.Date(2025, 6, 1, 12, 0, 0, 123456789, zone)
+	if err := s.CreateOrg(ctx, store.Org{ID: "org-1", Name: "Clinic", CreatedAt: when}); err != nil {
+		t.Fatalf("CreateOrg: %v", err)
+	}
+	w := store.Write{OrgID: "org-1", ReceivedAt: when, Calls: []store.CallWrite{{
+		ID: "call-1", Provider: "sip", ProviderCallID: "pc-1", Direction: "inbound",
+		BlockAt: when, FirstAt: when, LastAt: when,
+		Events: []store.EventWrite{{ID: "ev-1", Type: "call_received", DedupeKey: "k", OccurredAt: when, OrderAt: when, Body: json.RawMessage(`{}`)}},
+	}}}
+	if _, err := s.WriteCalls(ctx, w); err != nil {
+		t.Fatalf("WriteCalls: %v", err)
+	}
+	o, err := s.GetOrg(ctx, "org-1")
+	if err != nil {
+		t.Fatalf("GetOrg: %v", err)
+	}
+	c, evs, err := s.GetCall(ctx, "org-1", "sip", "pc-1")
+	if err != nil {
+		t.Fatalf("GetCall: %v", err)
+	}
+	for name, got := range map[string]time.Time{
+		"org CreatedAt": o.CreatedAt, "BlockAt": c.BlockAt, "FirstAt": c.FirstAt, "LastAt": c.LastAt,
+		"call CreatedAt": c.CreatedAt, "UpdatedAt": c.UpdatedAt,
+		"OccurredAt": evs[0].OccurredAt, "OrderAt": evs[0].OrderAt, "ReceivedAt": evs[0].ReceivedAt,
+	} {
+		if got.Location() != time.UTC || !got.Equal(when) {
+			t.Errorf("%s = %v, want %v in UTC", name, got, when.UTC())
+		}
+	}
+}
+
+// TestUnavailableWhenWriterBusy checks that a write that cannot get the write lock before its
+// deadline fails with store.ErrUnavailable.
+func TestUnavailableWhenWriterBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "callwire.db")
+	s := openAt(t, path)
+
+	// Another connection to the file holds the write lock, as another process would.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(t.Context()), "ROLLBACK")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	err = s.CreateOrg(ctx, store.Org{ID: "org-1", Name: "Clinic"})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("CreateOrg while another connection writes: error = %v, want ErrUnavailable", err)
+	}
+	// Reads do not wait for writes.
+	if _, err := s.ListOrgs(t.Context()); err != nil {
+		t.Fatalf("ListOrgs while another connection writes: %v", err)
+	}
+}
+
+// openAt opens and migrates the store at path, closed when t ends.
+func openAt(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+func TestOpenRejectsBadPath(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"", filepath.Join(dir, "a?b.db"), filepath.Join(blocker, "x.db")} {
+		if s, err := sqlite.Open(t.Context(), path); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", path)
+		}
+	}
+}
+
+// BenchmarkWriteCalls measures one request's write: a new call with three events, as the tail of
+// a call arrives.
+func BenchmarkWriteCalls(b *testing.B) {
+	ctx := b.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.CreateOrg(ctx, store.Org{ID: "org-1", Name: "Clinic"}); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	body := json.RawMessage(`{"type":"call_ended","providerCallId":"x","occurredAt":"2025-01-01T00:00:00Z","call":{"direction":"inbound"}}`)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		id := strconv.Itoa(i)
+		w := store.Write{OrgID: "org-1", ReceivedAt: now, Calls: []store.CallWrite{{
+			ID: "c" + id, Provider: "sip", ProviderCallID: id, Direction: "inbound", State: store.StateEnded,
+			Block: json.RawMessage(`{"direction":"inbound"}`), BlockSequence: 3, BlockAt: now, FirstAt: now, LastAt: now,
+			Events: []store.EventWrite{
+				{ID: "e1-" + id, Type: "call_answered", DedupeKey: "call_answered:1", Sequence: 1, OccurredAt: now, OrderAt: now, Body: body},
+				{ID: "e2-" + id, Type: "call_ended", DedupeKey: "call_ended:2", Sequence: 2, OccurredAt: now, OrderAt: now, Body: body},
+				{ID: "e3-" + id, Type: "call_recorded", DedupeKey: "call_recorded:3", Sequence: 3, OccurredAt: now, OrderAt: now, Body: body},
+			},
+		}}}
+		if _, err := s.WriteCalls(ctx, w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
