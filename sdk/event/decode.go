@@ -12,7 +12,7 @@ import (
 
 // MaxProblems is the most problems ParseBody lists; past it the last problem says how many more
 // there were.
-const MaxProblems = 200
+const MaxProblems = 1000
 
 // Parsed is one event decoded from a request body.
 type Parsed struct {

@@ -1,0 +1,47 @@
+package event
+
+import (
+	"strconv"
+	"testing"
+)
+
+// benchEvent is a typical single call_received body: about 600 bytes, most of it the raw SIP
+// INVITE a proxy saw.
+func benchEvent(seq int) string {
+	return `{"type":"call_received","providerCallId":"a84b4c76e66710@carrier.example","occurredAt":"2026-03-01T09:30:00Z",` +
+		`"call":{"direction":"inbound","from":{"number":"+442071234567","name":"Jane Doe"},"to":{"number":"+442071234500"}},` +
+		`"provider":"kamailio","sequence":` + strconv.Itoa(seq) + `,"observer":"proxy","locations":["front-desk"],` +
+		`"raw":{"sip":"INVITE sip:+442071234500@pbx.clinic.example SIP/2.0\r\nVia: SIP/2.0/UDP 203.0.113.7:5060;branch=z9hG4bK776asdhds\r\n` +
+		`From: \"Jane Doe\" <sip:+442071234567@carrier.example>;tag=1928301774\r\nTo: <sip:+442071234500@pbx.clinic.example>\r\n` +
+		`Call-ID: a84b4c76e66710@carrier.example\r\nCSeq: 314159 INVITE\r\nContent-Length: 0\r\n\r\n"}}`
+}
+
+func BenchmarkParseBody(b *testing.B) {
+	tail := batch(
+		evt("call_ended", `"sequence":5,"disposition":"answered","duration":93,"talkTime":85.75,"sipCode":200,"sipReason":"OK"`),
+		evt("call_recorded", `"sequence":6,"url":"https://recordings.example.com/a84b4c76.wav","mimeType":"audio/wav","bytes":1487360,"duration":92.5`),
+		evt("call_transcribed", `"sequence":7,"text":"Hello, I'd like to move my appointment to Thursday.","language":"en-GB","confidence":0.93`),
+	)
+	for _, bc := range []struct {
+		name string
+		body []byte
+		n    int
+	}{
+		{"single", []byte(benchEvent(1)), 1},
+		{"batch3", []byte(tail), 3},
+	} {
+		if _, _, err := ParseBody(bc.body); err != nil {
+			b.Fatalf("%s: %v", bc.name, err)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.body)))
+			for b.Loop() {
+				parsed, _, err := ParseBody(bc.body)
+				if err != nil || len(parsed) != bc.n {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
