@@ -1,0 +1,285 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/callwire/callwire/core/config"
+	"github.com/callwire/callwire/core/server"
+	"github.com/callwire/callwire/core/store/postgres/pgtest"
+)
+
+func TestConcurrentIdenticalRetries(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := start(t, b.db(t))
+		body := batch(ev("call_received", "race", 0, ""), ev("call_answered", "race", 1, ""), ev("call_ended", "race", 2, ""))
+		const n = 50
+		replies := make([]reply, n)
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				replies[i] = e.post(body)
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		created, status201 := 0, 0
+		ids := map[string]bool{}
+		for _, r := range replies {
+			if r.status != 200 && r.status != 201 {
+				t.Fatalf("status %d %s", r.status, r.raw)
+			}
+			if r.status == 201 {
+				status201++
+			}
+			if r.body.Calls[0].Created {
+				created++
+			}
+			for _, ev := range r.body.Events {
+				ids[ev.ID] = true
+			}
+		}
+		if created != 1 || status201 != 1 {
+			t.Errorf("created %d times, 201 %d times; want exactly one", created, status201)
+		}
+		if len(ids) != 3 {
+			t.Errorf("%d distinct event ids across replies, want 3", len(ids))
+		}
+		if _, evs := e.call(e.org, "sip", "race"); len(evs) != 3 {
+			t.Errorf("%d events stored, want 3", len(evs))
+		}
+	})
+}
+
+func TestOppositeOrderBatchesDoNotDeadlock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := start(t, b.db(t))
+		const rounds = 40
+		var wg sync.WaitGroup
+		errs := make(chan string, 2*rounds)
+		for w, order := range [][2]string{{"A", "B"}, {"B", "A"}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range rounds {
+					id := func(c string) string {
+						return ",\"providerEventId\":\"w" + strconv.Itoa(w) + "-" + c + "-" + strconv.Itoa(i) + "\""
+					}
+					r := e.post(batch(ev("call_hold", "dl-"+order[0], i, id(order[0])), ev("call_hold", "dl-"+order[1], i, id(order[1]))))
+					if r.status != 200 && r.status != 201 {
+						errs <- strconv.Itoa(r.status) + " " + string(r.raw)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for msg := range errs {
+			t.Error(msg)
+		}
+		for _, c := range []string{"A", "B"} {
+			if _, evs := e.call(e.org, "sip", "dl-"+c); len(evs) != 2*rounds {
+				t.Errorf("call %s has %d events, want %d", c, len(evs), 2*rounds)
+			}
+		}
+	})
+}
+
+// proxy forwards TCP connections to a target until it is cut.
+type proxy struct {
+	t      *testing.T
+	addr   string
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	p := &proxy{t: t, target: target}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+// cut closes the listener and every connection: the database is gone.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// restore listens again on the same address.
+func (p *proxy) restore() {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatalf("proxy restore: %v", err)
+	}
+	p.serve(ln)
+}
+
+func viaProxy(t *testing.T, raw string) (string, *proxy) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Skipf("database URL %q is not a URL with a host; cannot put a proxy in front of it", raw)
+	}
+	p := newProxy(t, u.Host)
+	u.Host = p.addr
+	return u.String(), p
+}
+
+func expect503(t *testing.T, r reply, what string) {
+	t.Helper()
+	if r.status != http.StatusServiceUnavailable {
+		t.Fatalf("%s: status %d %s, want 503", what, r.status, r.raw)
+	}
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("%s: Retry-After %q", what, r.header.Get("Retry-After"))
+	}
+}
+
+func TestDatabaseDownAnswers503(t *testing.T) {
+	dbURL, p := viaProxy(t, pgtest.URL(t))
+	db := config.Defaults().Database
+	db.URL = dbURL
+	db.AcquireTimeout = 500 * time.Millisecond
+	e := start(t, db)
+	if r := e.post(ev("call_received", "down-0", 0, "")); r.status != 201 {
+		t.Fatalf("before the outage: %d %s", r.status, r.raw)
+	}
+	p.cut()
+	for i, body := range []string{ev("call_received", "down-1", 0, ""), ev("call_ended", "down-2", 3, "")} {
+		start := time.Now()
+		expect503(t, e.post(body), "database down "+strconv.Itoa(i))
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("503 took %v", d)
+		}
+	}
+	if r := e.do("GET", "/readyz", ""); r.status != 503 {
+		t.Errorf("readyz while down: %d", r.status)
+	}
+	p.restore()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.post(ev("call_ended", "down-2", 3, ""))
+		if r.status == 201 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the outage: %d %s", r.status, r.raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.absent(e.org, "sip", "down-1")
+}
+
+// lockCalls holds an exclusive lock on the calls table until the returned func is called.
+func lockCalls(t *testing.T, dbURL string) func() {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE calls IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			tx.Rollback(context.WithoutCancel(t.Context()))
+			conn.Close(context.WithoutCancel(t.Context()))
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func TestStoreTooSlowAnswers503AndWritesNothing(t *testing.T) {
+	dbURL := pgtest.URL(t)
+	db := config.Defaults().Database
+	db.URL = dbURL
+	e := start(t, db, func(c *config.Config, _ *server.Options) { c.Ingest.WriteTimeout = 300 * time.Millisecond })
+	release := lockCalls(t, dbURL)
+	expect503(t, e.post(batch(ev("call_ended", "slow", 2, ""), ev("call_recorded", "slow", 3, `,"url":"https://x.example/s.wav"`))), "store too slow")
+	release()
+	e.absent(e.org, "sip", "slow")
+	if r := e.post(batch(ev("call_ended", "slow", 2, ""), ev("call_recorded", "slow", 3, `,"url":"https://x.example/s.wav"`))); r.status != 201 || r.body.Events[0].Duplicate {
+		t.Fatalf("resend after 503: %d %s", r.status, r.raw)
+	}
+	if _, evs := e.call(e.org, "sip", "slow"); len(evs) != 2 {
+		t.Errorf("%d events after resend", len(evs))
+	}
+}
+
+func TestPoolExhaustedAnswers503(t *testing.T) {
+	dbURL := pgtest.URL(t)
+	db := config.Defaults().Database
+	db.URL = dbURL
+	db.MaxConns = 1
+	db.AcquireTimeout = 200 * time.Millisecond
+	e := start(t, db, func(c *config.Config, _ *server.Options) { c.Ingest.WriteTimeout = 3 * time.Second })
+	release := lockCalls(t, dbURL)
+	// The first request takes the only connection and waits on the lock.
+	first := make(chan reply, 1)
+	go func() { first <- e.post(ev("call_ended", "pool-1", 1, "")) }()
+	time.Sleep(300 * time.Millisecond)
+	expect503(t, e.post(ev("call_ended", "pool-2", 1, "")), "pool exhausted")
+	release()
+	if r := <-first; r.status != 201 {
+		t.Errorf("the waiting request: %d %s", r.status, r.raw)
+	}
+	e.absent(e.org, "sip", "pool-2")
+}
