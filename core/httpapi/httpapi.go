@@ -4,9 +4,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -115,8 +117,8 @@ func New(o Options) (*fiber.App, error) {
 		IdleTimeout:           o.IdleTimeout,
 		DisableStartupMessage: true,
 		ErrorHandler:          a.errorHandler,
-		// Fiber answers 405 with an Allow header when the path exists for another method.
-		ReadBufferSize: 16 << 10,
+		JSONEncoder:           marshalNoEscape,
+		ReadBufferSize:        16 << 10,
 	})
 	app.Use(a.middleware)
 	app.Post(EventsPath, a.postEvents)
@@ -325,8 +327,12 @@ func (a *api) postEvents(c *fiber.Ctx) error {
 func (a *api) authFailure(c *fiber.Ctx, tr string, err error) error {
 	var ae *auth.Error
 	if !errors.As(err, &ae) {
+		if c.UserContext().Err() != nil {
+			a.log.Warn("request ran out of time during authentication; answered 503", "trace_id", tr, "error", err)
+			return a.fail(c, fiber.StatusServiceUnavailable, "the request took too long; resend the same request after Retry-After seconds", nil)
+		}
 		a.log.Error("authentication failed", "trace_id", tr, "error", err)
-		return a.fail(c, fiber.StatusServiceUnavailable, "authentication is temporarily unavailable; retry later", nil)
+		return a.fail(c, fiber.StatusInternalServerError, "internal error while checking the credential; the request was not processed", nil)
 	}
 	a.log.Info("request refused", "trace_id", tr, "refusal", ae)
 	switch ae.Kind {
@@ -355,4 +361,16 @@ func checkContentType(ct string) string {
 		return "charset must be utf-8, got " + strconv.Quote(cs)
 	}
 	return ""
+}
+
+// marshalNoEscape encodes v as JSON without escaping <, > and &, so that messages and SIP URIs
+// read as written.
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
