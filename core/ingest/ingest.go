@@ -158,7 +158,7 @@ func New(o Options) (*Service, error) {
 			Name: "callwire_calls_created_total", Help: "Calls created.",
 		}),
 		popups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callwire_popups_total", Help: "Popups by outcome: published, missed (broker failed), repeat (already on file).",
+			Name: "callwire_popups_total", Help: "Popups by outcome: published, missed (broker failed), repeat (already on file), dropped (no broker configured).",
 		}, []string{"outcome"}),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callwire_lookups_total", Help: "Caller lookups by outcome.",

@@ -39,7 +39,6 @@ const busyTimeout = 5 * time.Second
 // processes may share the file, in which case their writes wait for one another up to a busy
 // timeout. Create it with Open.
 type Store struct {
-	path string
 	// writer holds the one connection all writes use.
 	writer *sql.DB
 	// gate admits writers to the writer connection one at a time, in the order they arrived.
@@ -117,7 +116,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
 
-	return &Store{path: path, writer: writer, reader: reader, gate: make(chan struct{}, 1)}, nil
+	return &Store{writer: writer, reader: reader, gate: make(chan struct{}, 1)}, nil
 }
 
 // Migrate applies every embedded migration the database has not had yet. It is safe to call on

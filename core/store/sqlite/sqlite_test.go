@@ -225,7 +225,6 @@ func BenchmarkWriteCalls(b *testing.B) {
 	}
 	now := time.Now()
 	body := json.RawMessage(`{"type":"call_ended","providerCallId":"x","occurredAt":"2025-01-01T00:00:00Z","call":{"direction":"inbound"}}`)
-	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		id := strconv.Itoa(i)
 		w := store.Write{OrgID: "org-1", ReceivedAt: now, Calls: []store.CallWrite{{
