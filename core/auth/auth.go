@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/callwire/callwire/core/store"
 )
 
@@ -63,7 +65,13 @@ func (p Principal) Federated() bool { return p.OrgID != "" }
 type Authenticator struct {
 	lookup KeyLookup
 	now    func() time.Time
+	// facts caches the immutable facts of keys seen live (client ID, organization, scopes), by
+	// secret hash, for Resolve.
+	facts *lru.Cache[string, Principal]
 }
+
+// factsCacheSize bounds the cache of immutable key facts.
+const factsCacheSize = 4096
 
 // NewAuthenticator returns an Authenticator that finds keys with lookup and judges expiry by now.
 // Both are required.
@@ -78,7 +86,11 @@ func NewAuthenticator(lookup KeyLookup, now func() time.Time) (*Authenticator, e
 	if err := errors.Join(problems...); err != nil {
 		return nil, fmt.Errorf("new authenticator: %w", err)
 	}
-	return &Authenticator{lookup: lookup, now: now}, nil
+	facts, err := lru.New[string, Principal](factsCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("new authenticator: %w", err)
+	}
+	return &Authenticator{lookup: lookup, now: now, facts: facts}, nil
 }
 
 // Authenticate returns the principal the credentials prove, reading the store on every call.
@@ -95,31 +107,48 @@ func NewAuthenticator(lookup KeyLookup, now func() time.Time) (*Authenticator, e
 // failure is returned wrapped and is not a *Error. A malformed secret, or a Client-ID that is not
 // visible ASCII of at most 128 bytes, is refused without a lookup.
 func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (Principal, error) {
-	clientID := trimOWS(c.ClientID)
-	secret := trimOWS(c.ClientSecret)
+	clientID, secret, err := parseCredentials(c)
+	if err != nil {
+		return Principal{}, err
+	}
+	p, err := a.authenticate(ctx, clientID, HashSecret(secret))
+	if err == nil {
+		a.remember(p, HashSecret(secret))
+	}
+	return p, err
+}
+
+// parseCredentials returns the client ID (or "") and the secret the credentials carry, checked
+// for form without any lookup.
+func parseCredentials(c Credentials) (clientID, secret string, err error) {
+	clientID = trimOWS(c.ClientID)
+	secret = trimOWS(c.ClientSecret)
 
 	form, token := parseAuthorization(c.Authorization)
 	switch form {
 	case authzMalformed:
-		return Principal{}, unauthenticated(ReasonMalformed,
+		return "", "", unauthenticated(ReasonMalformed,
 			errors.New("authorization header: bearer scheme without a well-formed token"))
 	case authzBearer:
 		if secret != "" && secret != token {
-			return Principal{}, unauthenticated(ReasonConflict, nil)
+			return "", "", unauthenticated(ReasonConflict, nil)
 		}
 		secret = token
 	}
 	if secret == "" {
-		return Principal{}, unauthenticated(ReasonMissing, nil)
+		return "", "", unauthenticated(ReasonMissing, nil)
 	}
 	if err := CheckSecretFormat(secret); err != nil {
-		return Principal{}, unauthenticated(ReasonMalformed, err)
+		return "", "", unauthenticated(ReasonMalformed, err)
 	}
 	if err := checkClientID(clientID); err != nil {
-		return Principal{}, unauthenticated(ReasonMalformed, err)
+		return "", "", unauthenticated(ReasonMalformed, err)
 	}
-	hash := HashSecret(secret)
+	return clientID, secret, nil
+}
 
+// authenticate reads the key from the store and proves it live for the secret's hash.
+func (a *Authenticator) authenticate(ctx context.Context, clientID string, hash []byte) (Principal, error) {
 	var (
 		key store.Key
 		err error

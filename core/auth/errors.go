@@ -61,6 +61,9 @@ const (
 	ReasonRevoked Reason = "revoked"
 	// ReasonExpired: the key's expiry time has been reached.
 	ReasonExpired Reason = "expired"
+	// ReasonCheckFailed: the store's KeyCheck, run with the request's work, found the key no
+	// longer live (revoked, rotated or expired since its facts were cached).
+	ReasonCheckFailed Reason = "check_failed"
 )
 
 // Messages shown to clients. They never say which of several refusals applied.
@@ -137,4 +140,10 @@ func unauthenticated(r Reason, cause error) *Error {
 		msg = msgConflict
 	}
 	return &Error{Kind: KindUnauthenticated, Reason: r, Message: msg, Err: cause}
+}
+
+// Rejected returns the 401 refusal for a request whose KeyCheck the store rejected (cause wraps
+// store.ErrKeyRejected). Its message is the same as for any other dead key.
+func Rejected(cause error) *Error {
+	return &Error{Kind: KindUnauthenticated, Reason: ReasonCheckFailed, Message: msgRejected, Err: cause}
 }

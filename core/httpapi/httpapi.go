@@ -26,6 +26,7 @@ import (
 
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -37,12 +38,18 @@ const TraceHeader = "X-Trace-ID"
 
 // Authenticator proves who a request acts as.
 type Authenticator interface {
+	// Resolve names the principal, from cached immutable key facts when it can, with the check
+	// the store runs alongside the work to prove the key still live.
+	Resolve(ctx context.Context, c auth.Credentials) (auth.Resolution, error)
+	// Authenticate reads the key from the store and proves it live.
 	Authenticate(ctx context.Context, c auth.Credentials) (auth.Principal, error)
+	// Forget drops cached facts after the store rejected their check.
+	Forget(check store.KeyCheck)
 }
 
 // Ingester runs the write pipeline for one authenticated, validated report.
 type Ingester interface {
-	Ingest(ctx context.Context, orgID, traceID string, events []event.Parsed) (ingest.Result, error)
+	Ingest(ctx context.Context, orgID, traceID string, events []event.Parsed, check *store.KeyCheck) (ingest.Result, error)
 }
 
 // Options configure the API. Auth, Ingest and BaseContext are required; zero durations and limits
@@ -271,41 +278,61 @@ type response struct {
 func (a *api) postEvents(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	tr := trace(c)
-	p, err := a.o.Auth.Authenticate(ctx, auth.Credentials{
+	creds := auth.Credentials{
 		ClientID:      c.Get("Client-ID"),
 		ClientSecret:  c.Get("Client-Secret"),
 		Authorization: c.Get(fiber.HeaderAuthorization),
-	})
-	if err == nil {
-		err = auth.RequireFederated(p)
 	}
+	rs, err := a.o.Auth.Resolve(ctx, creds)
 	if err != nil {
 		return a.authFailure(c, tr, err)
 	}
+	p := rs.Principal
+	// refuse answers anything but success. With a principal from cached key facts it first makes
+	// sure the key is live, so that a dead key always gets 401, never a 400 or 403.
+	refuse := func(answer func() error) error {
+		if !rs.Verified {
+			if _, err := a.o.Auth.Authenticate(ctx, creds); err != nil {
+				return a.authFailure(c, tr, err)
+			}
+		}
+		return answer()
+	}
+	if err := auth.RequireFederated(p); err != nil {
+		return refuse(func() error { return a.authFailure(c, tr, err) })
+	}
 	if msg := checkContentType(c.Get(fiber.HeaderContentType)); msg != "" {
-		return a.fail(c, fiber.StatusBadRequest, msg, nil)
+		return refuse(func() error { return a.fail(c, fiber.StatusBadRequest, msg, nil) })
 	}
 	if enc := c.Get(fiber.HeaderContentEncoding); enc != "" && !strings.EqualFold(enc, "identity") {
-		return a.fail(c, fiber.StatusBadRequest, "Content-Encoding "+strconv.Quote(enc)+" is not supported: send the JSON body uncompressed", nil)
+		return refuse(func() error {
+			return a.fail(c, fiber.StatusBadRequest, "Content-Encoding "+strconv.Quote(enc)+" is not supported: send the JSON body uncompressed", nil)
+		})
 	}
 	// The raw body: Fiber's buffer, valid until the handler returns, which is after the write.
 	events, _, err := event.ParseBody(c.Request().Body())
 	if err != nil {
-		v, ok := event.AsValidationError(err)
-		if !ok {
-			return a.fail(c, fiber.StatusBadRequest, err.Error(), nil)
-		}
-		return a.fail(c, fiber.StatusBadRequest, "the body failed validation: "+v.Error(), func(f *failure) { f.Fields = v.Problems })
+		return refuse(func() error {
+			v, ok := event.AsValidationError(err)
+			if !ok {
+				return a.fail(c, fiber.StatusBadRequest, err.Error(), nil)
+			}
+			return a.fail(c, fiber.StatusBadRequest, "the body failed validation: "+v.Error(), func(f *failure) { f.Fields = v.Problems })
+		})
 	}
 	types := make([]string, len(events))
 	for i := range events {
 		types[i] = string(events[i].Event.Type)
 	}
 	if err := auth.RequireEventScopes(p, types); err != nil {
-		return a.authFailure(c, tr, err)
+		return refuse(func() error { return a.authFailure(c, tr, err) })
 	}
-	res, err := a.o.Ingest.Ingest(ctx, p.OrgID, tr, events)
+	res, err := a.o.Ingest.Ingest(ctx, p.OrgID, tr, events, &rs.Check)
 	if err != nil {
+		if errors.Is(err, store.ErrKeyRejected) {
+			a.o.Auth.Forget(rs.Check)
+			return a.authFailure(c, tr, auth.Rejected(err))
+		}
 		if errors.Is(err, ingest.ErrUnavailable) {
 			a.log.Warn("store unavailable; answered 503", "trace_id", tr, "error", err)
 			return a.fail(c, fiber.StatusServiceUnavailable, "the service is temporarily unable to store calls; nothing was stored, resend the same request after Retry-After seconds", nil)

@@ -23,6 +23,7 @@ import (
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -242,13 +243,19 @@ func (f fakeAuth) Authenticate(context.Context, auth.Credentials) (auth.Principa
 	return f.p, f.err
 }
 
+func (f fakeAuth) Resolve(context.Context, auth.Credentials) (auth.Resolution, error) {
+	return auth.Resolution{Principal: f.p, Verified: true}, f.err
+}
+
+func (f fakeAuth) Forget(store.KeyCheck) {}
+
 // fakeIngest returns a fixed result or error.
 type fakeIngest struct {
 	res ingest.Result
 	err error
 }
 
-func (f fakeIngest) Ingest(context.Context, string, string, []event.Parsed) (ingest.Result, error) {
+func (f fakeIngest) Ingest(context.Context, string, string, []event.Parsed, *store.KeyCheck) (ingest.Result, error) {
 	return f.res, f.err
 }
 

@@ -49,7 +49,7 @@ type Publisher interface {
 // Writer is the part of the store the pipeline needs.
 type Writer interface {
 	WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error)
-	KnownEvents(ctx context.Context, orgID string, refs []store.EventRef) ([]bool, error)
+	KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]bool, error)
 }
 
 // Popup is the message that tells the front desk who is calling while the phone rings.
@@ -217,9 +217,13 @@ func (r Result) Created() bool {
 
 // Ingest processes one report of orgID's, already authenticated, decoded and validated: plan,
 // caller lookup (call_received only, not for one already on file), popup, then one atomic write.
-// The Bodies of events must stay valid until Ingest returns. It returns ErrUnavailable (wrapped)
-// when the store fails transiently; then nothing was written.
-func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []event.Parsed) (Result, error) {
+// The Bodies of events must stay valid until Ingest returns.
+//
+// check, when not nil, is the proof that the reporter's key is live; the store runs it with the
+// read that precedes any popup and with the write, so a key revoked a moment ago can neither
+// light a desk nor store a call. Errors: wrapping store.ErrKeyRejected when the check fails,
+// ErrUnavailable when the store fails transiently; in both cases nothing was written.
+func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []event.Parsed, check *store.KeyCheck) (Result, error) {
 	if orgID == "" {
 		return Result{}, errors.New("ingest: organization is required")
 	}
@@ -230,11 +234,11 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 	calls := plan(orgID, events, now, newEventID)
 	log := s.log.With("trace_id", traceID, "org_id", orgID)
 
-	if err := s.ring(ctx, log, orgID, traceID, events, calls); err != nil {
+	if err := s.ring(ctx, log, orgID, traceID, events, calls, check); err != nil {
 		return Result{}, err
 	}
 
-	w := store.Write{OrgID: orgID, ReceivedAt: now, Calls: make([]store.CallWrite, len(calls))}
+	w := store.Write{OrgID: orgID, ReceivedAt: now, Calls: make([]store.CallWrite, len(calls)), Check: check}
 	for i, pc := range calls {
 		w.Calls[i] = pc.write
 	}
@@ -244,11 +248,7 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 	cancel()
 	s.metrics.writeDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
-		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
-			s.metrics.unavailable.Inc()
-			return Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		return Result{}, fmt.Errorf("ingest: write: %w", err)
+		return Result{}, s.storeError("write", err)
 	}
 	if len(results) != len(calls) {
 		return Result{}, fmt.Errorf("ingest: store returned %d results for %d calls", len(results), len(calls))
@@ -260,7 +260,7 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 // not already on file. Lookups and publishes run concurrently, each bounded by its timeout; their
 // failures are logged and counted, never returned. The only error is a transient store failure
 // while checking what is on file.
-func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID string, events []event.Parsed, calls []*plannedCall) error {
+func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID string, events []event.Parsed, calls []*plannedCall, check *store.KeyCheck) error {
 	var ringing []*plannedCall
 	var refs []store.EventRef
 	for _, pc := range calls {
@@ -276,13 +276,9 @@ func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID str
 	if len(ringing) == 0 {
 		return nil
 	}
-	known, err := s.opts.Writer.KnownEvents(ctx, orgID, refs)
+	known, err := s.opts.Writer.KnownEvents(ctx, orgID, refs, check)
 	if err != nil {
-		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
-			s.metrics.unavailable.Inc()
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		return fmt.Errorf("ingest: check events on file: %w", err)
+		return s.storeError("check events on file", err)
 	}
 	var wg sync.WaitGroup
 	for i, pc := range ringing {
@@ -403,6 +399,19 @@ func (s *Service) result(events []event.Parsed, calls []*plannedCall, results []
 		}
 	}
 	return r, nil
+}
+
+// storeError classifies a store failure: a rejected key stays itself, a transient failure or a
+// deadline becomes ErrUnavailable, anything else is wrapped as is.
+func (s *Service) storeError(op string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrKeyRejected):
+		return fmt.Errorf("ingest: %s: %w", op, err)
+	case errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
+		s.metrics.unavailable.Inc()
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("ingest: %s: %w", op, err)
 }
 
 // PopupID returns the stable identifier of a ringing: the same for every report of the same

@@ -193,7 +193,7 @@ func (r *recorder) Publish(ctx context.Context, p Popup) error {
 	return r.publishErr
 }
 
-func (r *recorder) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef) ([]bool, error) {
+func (r *recorder) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, _ *store.KeyCheck) ([]bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]bool, len(refs))
@@ -244,7 +244,7 @@ func newService(t *testing.T, r *recorder) *Service {
 func TestIngestOrder(t *testing.T) {
 	r := newRecorder()
 	s := newService(t, r)
-	res, err := s.Ingest(t.Context(), "org1", "trace1", parse(t, ev("call_received", "a", 0, t0, "")))
+	res, err := s.Ingest(t.Context(), "org1", "trace1", parse(t, ev("call_received", "a", 0, t0, "")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestIngestOrder(t *testing.T) {
 
 	// The identical retry: no lookup, no popup, every event a duplicate, not created.
 	r.steps = nil
-	res, err = s.Ingest(t.Context(), "org1", "trace2", parse(t, ev("call_received", "a", 0, t0, "")))
+	res, err = s.Ingest(t.Context(), "org1", "trace2", parse(t, ev("call_received", "a", 0, t0, "")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestOnlyCallReceivedRings(t *testing.T) {
 	s := newService(t, r)
 	body := batch(ev("call_placed", "p", 0, t0, ""), ev("call_answered", "p", 1, t0, ""), ev("call_ended", "p", 2, t0, ""),
 		ev("call_missed", "q", 0, t0, ""), ev("call_hold", "q", 1, t0, ""))
-	if _, err := s.Ingest(t.Context(), "org1", "t", parse(t, body)); err != nil {
+	if _, err := s.Ingest(t.Context(), "org1", "t", parse(t, body), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(r.steps, ","); got != "write" {
@@ -290,7 +290,7 @@ func TestAnonymousCallerPopsUpWithoutLookup(t *testing.T) {
 	r := newRecorder()
 	s := newService(t, r)
 	body := `{"type":"call_received","providerCallId":"anon","occurredAt":"2026-03-01T09:30:00Z","locations":["front","back","front"],"call":{"direction":"inbound","from":{"kind":"anonymous"}}}`
-	res, err := s.Ingest(t.Context(), "org1", "t", parse(t, body))
+	res, err := s.Ingest(t.Context(), "org1", "t", parse(t, body), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestSurvivableFailures(t *testing.T) {
 			tc.setup(r)
 			s := newService(t, r)
 			start := time.Now()
-			res, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_received", "a", 0, t0, "")))
+			res, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_received", "a", 0, t0, "")), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +345,7 @@ func TestStoreUnavailable(t *testing.T) {
 	r := newRecorder()
 	r.writeErr = fmt.Errorf("pool: %w", store.ErrUnavailable)
 	s := newService(t, r)
-	_, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_ended", "a", 0, t0, "")))
+	_, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_ended", "a", 0, t0, "")), nil)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
@@ -355,7 +355,7 @@ func TestResponseMapsIntraRequestDuplicates(t *testing.T) {
 	r := newRecorder()
 	s := newService(t, r)
 	body := batch(ev("call_hold", "a", 0, t0, ""), ev("call_ended", "a", 1, t0, ""), ev("call_hold", "a", 0, t0, `,"released":true`))
-	res, err := s.Ingest(t.Context(), "org1", "t", parse(t, body))
+	res, err := s.Ingest(t.Context(), "org1", "t", parse(t, body), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -344,3 +344,44 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestRevocationBeatsCachedKeyFacts: a key whose facts the server has cached from earlier
+// requests stops working on the very next request after revocation, rotation or expiry, whatever
+// that request carries, and a dead key never learns more than 401.
+func TestRevocationBeatsCachedKeyFacts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := start(t, b.db(t))
+		soon := time.Now().Add(1500 * time.Millisecond)
+		kid, ksecret := e.newKey(e.org, nil, "org.calls.events.call_hold")
+		xid, xsecret := e.newKey(e.org, &soon, "org.calls.events")
+		for _, k := range [][2]string{{kid, ksecret}, {xid, xsecret}} {
+			if r := e.postAs(k[0], k[1], ev("call_hold", "warm-"+k[0], 0, "")); r.status != 201 {
+				t.Fatalf("warm-up: %d %s", r.status, r.raw)
+			}
+		}
+		if err := e.st.RevokeKey(t.Context(), kid, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		popups := e.popups.count()
+		for name, body := range map[string]string{
+			"write":         ev("call_hold", "after-revoke", 1, ""),
+			"ringing":       ev("call_received", "after-revoke-ring", 0, ""),
+			"bad body":      `{"type":"call_exploded"}`,
+			"lacking scope": ev("call_ended", "after-revoke-scope", 1, ""),
+		} {
+			if r := e.postAs(kid, ksecret, body); r.status != 401 {
+				t.Errorf("revoked key, %s: %d %s", name, r.status, r.raw)
+			}
+		}
+		e.absent(e.org, "sip", "after-revoke")
+		e.absent(e.org, "sip", "after-revoke-ring")
+		if e.popups.count() != popups {
+			t.Error("a revoked key lit the desks")
+		}
+		time.Sleep(time.Until(soon) + 100*time.Millisecond)
+		if r := e.postAs(xid, xsecret, ev("call_hold", "after-expiry", 1, "")); r.status != 401 {
+			t.Errorf("expired key: %d %s", r.status, r.raw)
+		}
+		e.absent(e.org, "sip", "after-expiry")
+	})
+}

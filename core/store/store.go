@@ -25,6 +25,21 @@ var ErrConflict = errors.New("already exists")
 // retries. Test with errors.Is(err, ErrUnavailable).
 var ErrUnavailable = errors.New("store unavailable")
 
+// ErrKeyRejected reports that a KeyCheck failed: no key has that client ID and secret hash, or
+// it is revoked, or it has expired. The operation it guarded did nothing.
+var ErrKeyRejected = errors.New("key rejected")
+
+// KeyCheck asks the store to confirm, in the same transaction as the work it guards, that a key
+// is live: that ClientID names a key whose secret hashes to SecretHash, not revoked, and not
+// expired at At. It lets a caller that knows a key's immutable facts (its organization and
+// scopes, fixed at creation) skip a separate lookup while revocation, rotation and expiry still
+// take effect for the very next operation.
+type KeyCheck struct {
+	ClientID   string
+	SecretHash []byte
+	At         time.Time
+}
+
 // State is a call's position on the ladder unknown < ringing < answered < ended. It only climbs:
 // a write never lowers a stored state.
 type State int16
@@ -137,6 +152,9 @@ type Write struct {
 	// ReceivedAt is the server time the request arrived; stored on each new event.
 	ReceivedAt time.Time
 	Calls      []CallWrite
+	// Check, when not nil, must pass in the same transaction, or the write fails with
+	// ErrKeyRejected and nothing is written.
+	Check *KeyCheck
 }
 
 // CallResult reports what a Write did to one call. Results come in the order of Write.Calls.
@@ -211,8 +229,8 @@ type Store interface {
 	// not written again and comes back Duplicate with the stored ID.
 	WriteCalls(ctx context.Context, w Write) ([]CallResult, error)
 	// KnownEvents reports, for each ref in order, whether that event is on file for the
-	// organization.
-	KnownEvents(ctx context.Context, orgID string, refs []EventRef) ([]bool, error)
+	// organization. A non-nil check must pass first, or it fails with ErrKeyRejected.
+	KnownEvents(ctx context.Context, orgID string, refs []EventRef, check *KeyCheck) ([]bool, error)
 	// GetCall returns the call and its events ordered by (sequence, OrderAt, ReceivedAt, ID), or
 	// ErrNotFound.
 	GetCall(ctx context.Context, orgID, provider, providerCallID string) (Call, []Event, error)
@@ -231,6 +249,9 @@ type Store interface {
 	KeyByClientID(ctx context.Context, clientID string) (Key, error)
 	// KeyBySecretHash returns the key whose secret hashes to hash, or ErrNotFound.
 	KeyBySecretHash(ctx context.Context, hash []byte) (Key, error)
+	// A key's client ID, organization and scopes never change after CreateKey; callers may cache
+	// them. Its secret hash, revocation and expiry may change at any time (see KeyCheck).
+
 	// ListKeys returns the organization's keys, oldest first; orgID "" lists operator keys.
 	ListKeys(ctx context.Context, orgID string) ([]Key, error)
 	// RevokeKey marks the key revoked at the given time; ErrNotFound if there is no such key.

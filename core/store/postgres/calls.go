@@ -121,6 +121,8 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 			continue
 		}
 		switch code {
+		case codeKeyRejected:
+			return nil, fmt.Errorf("postgres: write calls: %w", store.ErrKeyRejected)
 		case codeUniqueViolation:
 			// Not a race after all: an ID the caller made is taken.
 			return nil, fmt.Errorf("postgres: write calls: %w: %w", store.ErrConflict, err)
@@ -151,6 +153,7 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 
 	received := nullTime(w.ReceivedAt)
 	b := &pgx.Batch{}
+	queueCheck(b, w.Check)
 	for _, i := range order {
 		c := &w.Calls[i]
 		b.Queue(upsertCallSQL, w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction, int16(c.State),
@@ -174,7 +177,10 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 
 	br := conn.SendBatch(ctx, b)
 	results := make([]store.CallResult, len(w.Calls))
-	readErr := readWrite(br, w, order, results)
+	readErr := readCheck(br, w.Check)
+	if readErr == nil {
+		readErr = readWrite(br, w, order, results)
+	}
 	closeErr := br.Close()
 	if err := cmp.Or(readErr, closeErr); err != nil {
 		return nil, classify(ctx, conn, err)
@@ -239,35 +245,59 @@ func nullJSON(v json.RawMessage) any {
 
 // KnownEvents reports, for each ref in order, whether that event is on file for the
 // organization. It reads the database once.
-func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef) ([]bool, error) {
+func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]bool, error) {
 	known := make([]bool, len(refs))
-	if len(refs) == 0 {
+	if len(refs) == 0 && check == nil {
 		return known, nil
 	}
-	providers, callIDs, keys := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
-	for i, r := range refs {
-		providers[i], callIDs[i], keys[i] = r.Provider, r.ProviderCallID, r.DedupeKey
-	}
-	err := s.query(ctx, `
-		SELECT r.ord FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY
-			AS r(provider, provider_call_id, dedupe_key, ord)
-		WHERE EXISTS (
-			SELECT 1 FROM calls c JOIN call_events e ON e.org_id = c.org_id AND e.call_id = c.id
-			WHERE c.org_id = $1 AND c.provider = r.provider AND c.provider_call_id = r.provider_call_id
-				AND e.dedupe_key = r.dedupe_key)`,
-		[]any{orgID, providers, callIDs, keys},
-		func(rows pgx.Rows) error {
-			var ord int64
-			if err := rows.Scan(&ord); err != nil {
-				return err
-			}
-			known[ord-1] = true
-			return nil
-		})
+	conn, err := s.acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: known events: %w", err)
 	}
+	defer conn.Release()
+	// One equality lookup per ref, all in one batch: each is two unique-index probes, a plan the
+	// planner picks with or without table statistics (a join over an unnest of the refs does not:
+	// on a never-analyzed table it can scan every call of the organization).
+	b := &pgx.Batch{}
+	queueCheck(b, check)
+	for _, r := range refs {
+		b.Queue(`SELECT EXISTS (
+			SELECT 1 FROM calls c JOIN call_events e ON e.org_id = c.org_id AND e.call_id = c.id
+			WHERE c.org_id = $1 AND c.provider = $2 AND c.provider_call_id = $3 AND e.dedupe_key = $4)`,
+			orgID, r.Provider, r.ProviderCallID, r.DedupeKey)
+	}
+	br := conn.SendBatch(ctx, b)
+	err = readCheck(br, check)
+	for i := 0; i < len(refs) && err == nil; i++ {
+		err = br.QueryRow().Scan(&known[i])
+	}
+	if err = cmp.Or(err, br.Close()); err != nil {
+		if pgCode(err) == codeKeyRejected {
+			return nil, fmt.Errorf("postgres: known events: %w", store.ErrKeyRejected)
+		}
+		return nil, fmt.Errorf("postgres: known events: %w", classify(ctx, conn, err))
+	}
 	return known, nil
+}
+
+// codeKeyRejected is the SQLSTATE callwire_check_key raises when a KeyCheck fails.
+const codeKeyRejected = "CWK01"
+
+// queueCheck queues the key guard, when there is one, as the batch's first statement: a failure
+// aborts the batch's implicit transaction, so nothing after it takes effect.
+func queueCheck(b *pgx.Batch, c *store.KeyCheck) {
+	if c != nil {
+		b.Queue(`SELECT callwire_check_key($1, $2, $3)`, c.ClientID, c.SecretHash, c.At)
+	}
+}
+
+// readCheck reads the key guard's result, when one was queued.
+func readCheck(br pgx.BatchResults, c *store.KeyCheck) error {
+	if c == nil {
+		return nil
+	}
+	var ok bool
+	return br.QueryRow().Scan(&ok)
 }
 
 // GetCall returns the call and its events ordered by (sequence, OrderAt, ReceivedAt, ID), or an

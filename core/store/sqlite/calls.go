@@ -116,6 +116,9 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 	results := make([]store.CallResult, len(w.Calls))
 	received := encTime(w.ReceivedAt)
 	err := s.withWriteTx(ctx, "write calls", func(tx *sql.Tx) error {
+		if err := checkKey(ctx, tx, w.Check); err != nil {
+			return err
+		}
 		st := s.stmts
 		findCall := tx.StmtContext(ctx, st.findCall)
 		insertCall := tx.StmtContext(ctx, st.insertCall)
@@ -180,7 +183,13 @@ const knownEventsChunk = 500
 
 // KnownEvents reports, for each ref in order, whether that event is on file for the
 // organization. See store.Store.
-func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef) ([]bool, error) {
+func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]bool, error) {
+	if err := checkKey(ctx, s.reader, check); err != nil {
+		if errors.Is(err, store.ErrKeyRejected) {
+			return nil, fmt.Errorf("sqlite: known events: %w", err)
+		}
+		return nil, wrapErr(ctx, "known events", err)
+	}
 	known := make([]bool, len(refs))
 	for start := 0; start < len(refs); start += knownEventsChunk {
 		chunk := refs[start:min(start+knownEventsChunk, len(refs))]
@@ -264,4 +273,25 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 		return store.Call{}, nil, wrapErr(ctx, "get call events", err)
 	}
 	return c, events, nil
+}
+
+// querier is what checkKey reads through: a transaction or a pool.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// checkKey runs a KeyCheck, when there is one: store.ErrKeyRejected unless a live key has the
+// client ID and secret hash.
+func checkKey(ctx context.Context, q querier, c *store.KeyCheck) error {
+	if c == nil {
+		return nil
+	}
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE client_id = ? AND secret_hash = ?
+		AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
+		c.ClientID, c.SecretHash, encTime(c.At)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrKeyRejected
+	}
+	return err
 }

@@ -36,7 +36,7 @@ func atomicityTests() []contractTest {
 		for _, id := range absent {
 			refs = append(refs, store.EventRef{Provider: "sip", ProviderCallID: id, DedupeKey: "call_received:1"})
 		}
-		known, err := s.KnownEvents(t.Context(), org, refs)
+		known, err := s.KnownEvents(t.Context(), org, refs, nil)
 		if err != nil {
 			t.Fatalf("KnownEvents: %v", err)
 		}

@@ -237,7 +237,7 @@ func eventTests() []contractTest {
 				cw("acme", "c2", store.StateUnknown, tagged),
 			}})
 
-			got, err := s.KnownEvents(t.Context(), org, nil)
+			got, err := s.KnownEvents(t.Context(), org, nil, nil)
 			if err != nil {
 				t.Fatalf("KnownEvents(no refs): %v", err)
 			}
@@ -265,7 +265,7 @@ func eventTests() []contractTest {
 				refs = append(refs, tt.ref)
 				want = append(want, tt.want)
 			}
-			got, err = s.KnownEvents(t.Context(), org, refs)
+			got, err = s.KnownEvents(t.Context(), org, refs, nil)
 			if err != nil {
 				t.Fatalf("KnownEvents: %v", err)
 			}
@@ -275,7 +275,7 @@ func eventTests() []contractTest {
 			// Reversed, to catch answers returned in storage order rather than ref order.
 			slices.Reverse(refs)
 			slices.Reverse(want)
-			got, err = s.KnownEvents(t.Context(), org, refs)
+			got, err = s.KnownEvents(t.Context(), org, refs, nil)
 			if err != nil {
 				t.Fatalf("KnownEvents: %v", err)
 			}

@@ -65,7 +65,7 @@ func isolationTests() []contractTest {
 				{orgB, []bool{false, true}},
 				{newID(), []bool{false, false}},
 			} {
-				got, err := s.KnownEvents(t.Context(), tt.org, refs)
+				got, err := s.KnownEvents(t.Context(), tt.org, refs, nil)
 				if err != nil {
 					t.Fatalf("KnownEvents: %v", err)
 				}

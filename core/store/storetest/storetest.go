@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Isolation", isolationTests()},
 		{"Atomicity", atomicityTests()},
 		{"Concurrency", concurrencyTests()},
+		{"KeyCheck", keyCheckTests()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

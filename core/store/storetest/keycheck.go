@@ -1,0 +1,92 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/callwire/callwire/core/store"
+)
+
+// keyCheckTests covers KeyCheck: the guard that proves a key live in the same transaction as the
+// read or write it guards.
+func keyCheckTests() []contractTest {
+	type setup struct {
+		org   string
+		key   store.Key
+		check *store.KeyCheck
+	}
+	prepare := func(t *testing.T, s store.Store) setup {
+		org := newOrg(t, s)
+		k := newKey(org, at(0))
+		exp := at(0).Add(time.Hour)
+		k.ExpiresAt = &exp
+		createKey(t, s, k)
+		return setup{org: org, key: k, check: &store.KeyCheck{ClientID: k.ClientID, SecretHash: k.SecretHash, At: at(0).Add(time.Minute)}}
+	}
+	rejected := func(t *testing.T, s store.Store, su setup, check *store.KeyCheck, what string) {
+		t.Helper()
+		w := store.Write{OrgID: su.org, ReceivedAt: at(1), Check: check,
+			Calls: []store.CallWrite{cw("sip", "guarded-"+what, store.StateRinging, ev("call_received", 0, at(1)))}}
+		if _, err := s.WriteCalls(t.Context(), w); !errors.Is(err, store.ErrKeyRejected) {
+			t.Errorf("%s: WriteCalls err = %v, want ErrKeyRejected", what, err)
+		}
+		wantNoCall(t, s, su.org, "sip", "guarded-"+what)
+		refs := []store.EventRef{{Provider: "sip", ProviderCallID: "x", DedupeKey: "call_received:0"}}
+		if _, err := s.KnownEvents(t.Context(), su.org, refs, check); !errors.Is(err, store.ErrKeyRejected) {
+			t.Errorf("%s: KnownEvents err = %v, want ErrKeyRejected", what, err)
+		}
+	}
+	return []contractTest{
+		{"LiveKeyPasses", func(t *testing.T, s store.Store) {
+			su := prepare(t, s)
+			w := store.Write{OrgID: su.org, ReceivedAt: at(1), Check: su.check,
+				Calls: []store.CallWrite{cw("sip", "guarded", store.StateRinging, ev("call_received", 0, at(1)))}}
+			write(t, s, w)
+			got, err := s.KnownEvents(t.Context(), su.org, []store.EventRef{{Provider: "sip", ProviderCallID: "guarded", DedupeKey: "call_received:0"}}, su.check)
+			if err != nil || len(got) != 1 || !got[0] {
+				t.Errorf("KnownEvents = %v, %v", got, err)
+			}
+			if got, err := s.KnownEvents(t.Context(), su.org, nil, su.check); err != nil || len(got) != 0 {
+				t.Errorf("KnownEvents with no refs = %v, %v", got, err)
+			}
+		}},
+		{"WrongSecretRejected", func(t *testing.T, s store.Store) {
+			su := prepare(t, s)
+			c := *su.check
+			c.SecretHash = hash("another secret")
+			rejected(t, s, su, &c, "wrong")
+		}},
+		{"UnknownClientRejected", func(t *testing.T, s store.Store) {
+			su := prepare(t, s)
+			c := *su.check
+			c.ClientID = "cw_ci_nobody"
+			rejected(t, s, su, &c, "unknown")
+		}},
+		{"ExpiredRejected", func(t *testing.T, s store.Store) {
+			su := prepare(t, s)
+			c := *su.check
+			c.At = *su.key.ExpiresAt
+			rejected(t, s, su, &c, "expired")
+		}},
+		{"RevokedRejected", func(t *testing.T, s store.Store) {
+			su := prepare(t, s)
+			if err := s.RevokeKey(t.Context(), su.key.ClientID, at(0)); err != nil {
+				t.Fatal(err)
+			}
+			rejected(t, s, su, su.check, "revoked")
+		}},
+		{"RotatedSecretRejected", func(t *testing.T, s store.Store) {
+			su := prepare(t, s)
+			if err := s.RotateKey(t.Context(), su.key.ClientID, hash("rotated"), "rotated8", at(0)); err != nil {
+				t.Fatal(err)
+			}
+			rejected(t, s, su, su.check, "rotated")
+			c := *su.check
+			c.SecretHash = hash("rotated")
+			w := store.Write{OrgID: su.org, ReceivedAt: at(1), Check: &c,
+				Calls: []store.CallWrite{cw("sip", "guarded-new", store.StateRinging, ev("call_received", 0, at(1)))}}
+			write(t, s, w)
+		}},
+	}
+}
