@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/sdk/event"
+)
+
+// doer performs one request's worth of work: kind is one of reqReceived, reqAnswered, reqTail.
+type doer func(ctx context.Context, kind int, body []byte) error
+
+// phaseSpec says how long and how hard a phase runs.
+type phaseSpec struct {
+	label    string        // unique per phase; goes into every providerCallId
+	workers  int           // concurrent calls
+	duration time.Duration // no call is started after this
+	maxCalls int64         // no more calls than this in the phase
+}
+
+// phaseRun is what one phase measured.
+type phaseRun struct {
+	Calls    int64
+	Requests int64
+	Events   int64
+	Elapsed  time.Duration
+	// Lat holds the latency of every request, by kind.
+	Lat [reqKinds][]time.Duration
+}
+
+// EventsPerSec is the phase's throughput.
+func (r phaseRun) EventsPerSec() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Events) / r.Elapsed.Seconds()
+}
+
+// runPhase runs spec.workers workers, each reporting whole calls (its three requests in order)
+// with do until the duration has passed or maxCalls calls were started, and waits for them. The
+// first error stops every worker and is returned.
+func runPhase(ctx context.Context, spec phaseSpec, mix callMix, do doer) (phaseRun, error) {
+	// A phase that hangs still ends: nothing below waits past this.
+	ctx, cancel := context.WithTimeout(ctx, spec.duration+2*time.Minute)
+	defer cancel()
+	var (
+		started  atomic.Int64
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	runs := make([]phaseRun, spec.workers)
+	start := time.Now()
+	deadline := start.Add(spec.duration)
+	for w := range spec.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &runs[w]
+			for n := 0; ; n++ {
+				if ctx.Err() != nil || !time.Now().Before(deadline) || started.Add(1) > spec.maxCalls {
+					return
+				}
+				bodies := mix.bodies(spec.label, w, n, time.Now())
+				for k, body := range bodies {
+					t0 := time.Now()
+					err := do(ctx, k, body)
+					d := time.Since(t0)
+					if err != nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = fmt.Errorf("%s: worker %d, call %d, %s: %w", spec.label, w, n, reqName(k), err)
+						}
+						mu.Unlock()
+						cancel()
+						return
+					}
+					r.Lat[k] = append(r.Lat[k], d)
+					r.Requests++
+					r.Events += reqEvents(k)
+				}
+				r.Calls++
+			}
+		}()
+	}
+	wg.Wait()
+	total := phaseRun{Elapsed: time.Since(start)}
+	if firstErr != nil {
+		return total, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return total, fmt.Errorf("%s: %w", spec.label, err)
+	}
+	for _, r := range runs {
+		total.Calls += r.Calls
+		total.Requests += r.Requests
+		total.Events += r.Events
+		for k := range r.Lat {
+			total.Lat[k] = append(total.Lat[k], r.Lat[k]...)
+		}
+	}
+	return total, nil
+}
+
+// httpDoer posts bodies to the events endpoint of a running server with one key. Every answer
+// must be 200 or 201 with "success":true; anything else is an error naming the status, the
+// trace id and the start of the body.
+func httpDoer(client *http.Client, endpoint, clientID, secret string) doer {
+	return func(ctx context.Context, kind int, body []byte) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Client-ID", clientID)
+		req.Header.Set("Client-Secret", secret)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var buf [2048]byte
+		n, rerr := io.ReadFull(resp.Body, buf[:])
+		got := buf[:n]
+		if rerr != nil && !errors.Is(rerr, io.ErrUnexpectedEOF) && !errors.Is(rerr, io.EOF) {
+			return fmt.Errorf("read response: %w", rerr)
+		}
+		if rerr == nil {
+			// A longer body than expected; drain it so the connection is reused.
+			_, _ = io.Copy(io.Discard, resp.Body)
+		}
+		if resp.StatusCode/100 != 2 || !bytes.HasPrefix(got, []byte(`{"success":true`)) {
+			if len(got) > 400 {
+				got = got[:400]
+			}
+			return fmt.Errorf("HTTP %d (trace %s): %s", resp.StatusCode, resp.Header.Get("X-Trace-ID"), got)
+		}
+		return nil
+	}
+}
+
+// storeDoer does, for each body, what the service does with it once authenticated: decode and
+// validate it with event.ParseBody, then run the write pipeline (plan, the check for events on
+// file before a popup, one atomic store write) through ingest.Service.Ingest.
+func storeDoer(svc *ingest.Service, orgID string) doer {
+	return func(ctx context.Context, kind int, body []byte) error {
+		events, _, err := event.ParseBody(body)
+		if err != nil {
+			return fmt.Errorf("body refused: %w", err)
+		}
+		if _, err := svc.Ingest(ctx, orgID, "bench", events, nil); err != nil {
+			return err
+		}
+		return nil
+	}
+}
+
+// percentile returns the p-th percentile (0 < p <= 100, nearest rank) of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(float64(len(sorted))*p/100+0.999999) - 1
+	return sorted[max(0, min(rank, len(sorted)-1))]
+}
+
+// latencySummary is the distribution of a set of request latencies.
+type latencySummary struct {
+	Count int     `json:"count"`
+	P50ms float64 `json:"p50Ms"`
+	P99ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
+}
+
+func summarize(ds []time.Duration) latencySummary {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	var maxD time.Duration
+	if len(s) > 0 {
+		maxD = s[len(s)-1]
+	}
+	return latencySummary{Count: len(s), P50ms: ms(percentile(s, 50)), P99ms: ms(percentile(s, 99)), MaxMs: ms(maxD)}
+}
+
+// median returns the median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

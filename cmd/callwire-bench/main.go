@@ -1,0 +1,523 @@
+// Command callwire-bench measures how close the ingest service comes to its database.
+//
+// It makes a fresh schema in the PostgreSQL database named by -database-url,
+// CALLWIRE_BENCH_DATABASE_URL or CALLWIRE_TEST_DATABASE_URL (in that order), builds and starts
+// the real `callwire serve` on a free port of 127.0.0.1 against that schema, and creates an
+// organization and a key through the store. Then it alternates two kinds of phase, each with the
+// same number of concurrent workers, each worker reporting whole calls the way a phone system
+// does: a lone call_received, then call_answered, then one batch of call_ended, call_recorded
+// and call_transcribed.
+//
+//   - service: the requests go over HTTP to the server (keep-alive connections).
+//   - ceiling: the same bodies go straight to the write pipeline in this process: the body is
+//     decoded and validated with event.ParseBody and handed to ingest.Service.Ingest on a store
+//     of the same pool size, with no caller lookup and no popup broker, which is the server's own
+//     configuration. That is all the database work of a request minus HTTP and the key lookup.
+//
+// It prints events per second for each phase, the medians over the rounds, the ratio of the
+// service median to the ceiling median, and request latency percentiles; -json prints the same
+// as JSON. Every request must succeed (200 or 201): the first failure stops the bench with an
+// error. The server is stopped with SIGTERM and the schema dropped at the end.
+//
+// Usage:
+//
+//	make bench                                # after sourcing .ci/services.sh
+//	go run ./cmd/callwire-bench [flags]
+//
+// See docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/callwire/callwire/core/auth"
+	"github.com/callwire/callwire/core/config"
+	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/postgres"
+)
+
+// Environment variables naming the database, the first set wins.
+const (
+	envBenchURL = "CALLWIRE_BENCH_DATABASE_URL"
+	envTestURL  = "CALLWIRE_TEST_DATABASE_URL"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == serveProfiledCmd {
+		if err := serveProfiled(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "callwire-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "callwire-bench:", err)
+		os.Exit(2)
+	}
+	if err := run(ctx, opts, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "callwire-bench: FAILED:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	databaseURL string
+	workers     int
+	duration    time.Duration
+	warmup      time.Duration
+	rounds      int
+	maxCalls    int64
+	maxConns    int
+	serverBin   string
+	jsonOut     bool
+	cpuProfile  string
+	minRatio    float64
+	keepSchema  bool
+	analyze     bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("callwire-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL database to make the bench schema in (default $"+envBenchURL+", else $"+envTestURL+")")
+	fs.IntVar(&o.workers, "workers", 32, "concurrent calls in every phase")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured phase")
+	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "length of the unmeasured warm-up of each kind")
+	fs.IntVar(&o.rounds, "rounds", 5, "measured rounds; each runs one service and one ceiling phase")
+	fs.Int64Var(&o.maxCalls, "max-calls", 1_000_000, "most calls one phase may start")
+	fs.IntVar(&o.maxConns, "max-conns", config.Defaults().Database.MaxConns, "database pool size of the server and of the ceiling")
+	fs.StringVar(&o.serverBin, "server-bin", "", "a built callwire binary to run (default: go build ./cmd/callwire)")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory for CPU profiles of the first measured round: server.pprof (the server, "+
+		"run as this program's copy of `callwire serve` with pprof), loadgen.pprof and ceiling.pprof (this process)")
+	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
+	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
+	fs.Float64Var(&o.minRatio, "min-ratio", 0, "fail when the service/ceiling ratio is below this (0: report only)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch {
+	case o.workers < 1 || o.workers > 4096:
+		return o, errors.New("-workers must be from 1 to 4096")
+	case o.duration < 100*time.Millisecond || o.duration > time.Hour:
+		return o, errors.New("-duration must be from 100ms to 1h")
+	case o.warmup < 0 || o.warmup > time.Hour:
+		return o, errors.New("-warmup must be from 0 to 1h")
+	case o.rounds < 1 || o.rounds > 100:
+		return o, errors.New("-rounds must be from 1 to 100")
+	case o.maxCalls < 1:
+		return o, errors.New("-max-calls must be at least 1")
+	case o.maxConns < 1:
+		return o, errors.New("-max-conns must be at least 1")
+	}
+	if o.databaseURL == "" {
+		o.databaseURL = os.Getenv(envBenchURL)
+	}
+	if o.databaseURL == "" {
+		o.databaseURL = os.Getenv(envTestURL)
+	}
+	if o.databaseURL == "" {
+		return o, errors.New("no PostgreSQL named: the bench needs one. Start PostgreSQL on 127.0.0.1:5432 and run `make bench` " +
+			"(.ci/services.sh sets " + envTestURL + "), or set " + envBenchURL + "='postgres://user@host:5432/db?sslmode=disable', " +
+			"or pass -database-url")
+	}
+	return o, nil
+}
+
+// report is the outcome of a bench run (-json prints it).
+type report struct {
+	Machine  machine       `json:"machine"`
+	Settings settings      `json:"settings"`
+	Phases   []phaseReport `json:"phases"`
+	// Medians of events per second over the rounds, and their ratio.
+	ServiceEventsPerSec float64 `json:"serviceEventsPerSec"`
+	CeilingEventsPerSec float64 `json:"ceilingEventsPerSec"`
+	Ratio               float64 `json:"ratio"`
+	// Latencies over every measured phase of the kind: service per HTTP request, ceiling per
+	// pipeline call; overall and by request of the call.
+	ServiceLatency       latencySummary            `json:"serviceLatency"`
+	CeilingLatency       latencySummary            `json:"ceilingLatency"`
+	ServiceLatencyByKind map[string]latencySummary `json:"serviceLatencyByRequest"`
+	CeilingLatencyByKind map[string]latencySummary `json:"ceilingLatencyByRequest"`
+}
+
+type machine struct {
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Memory     string `json:"memory,omitempty"`
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	Go         string `json:"go"`
+	Postgres   string `json:"postgres"`
+}
+
+type settings struct {
+	Workers      int     `json:"workers"`
+	PhaseSeconds float64 `json:"phaseSeconds"`
+	WarmupSecs   float64 `json:"warmupSeconds"`
+	Rounds       int     `json:"rounds"`
+	MaxConns     int     `json:"maxConns"`
+	Server       string  `json:"server"`
+}
+
+type phaseReport struct {
+	Kind         string  `json:"kind"` // service or ceiling
+	Round        int     `json:"round"`
+	Calls        int64   `json:"calls"`
+	Requests     int64   `json:"requests"`
+	Events       int64   `json:"events"`
+	Seconds      float64 `json:"seconds"`
+	EventsPerSec float64 `json:"eventsPerSec"`
+	P50ms        float64 `json:"p50Ms"`
+	P99ms        float64 `json:"p99Ms"`
+	// Cores used during the phase (CPU seconds per second), where the system tells.
+	BenchCores    *float64 `json:"benchCores,omitempty"`
+	ServerCores   *float64 `json:"serverCores,omitempty"`
+	PostgresCores *float64 `json:"postgresCores,omitempty"`
+}
+
+// run is the whole bench. Progress goes to stderr, the report to stdout.
+func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
+
+	schema, schemaURL, pgVersion, err := createSchema(ctx, o.databaseURL)
+	if err != nil {
+		return err
+	}
+	logf("schema %s created (PostgreSQL %s)", schema, pgVersion)
+	defer func() {
+		if o.keepSchema {
+			logf("schema %s kept (-keep-schema); drop it with DROP SCHEMA %s CASCADE", schema, schema)
+			return
+		}
+		if derr := dropSchema(ctx, o.databaseURL, schema); derr != nil {
+			err = errors.Join(err, derr)
+			return
+		}
+		logf("schema %s dropped", schema)
+	}()
+	srvURL, err := serverDatabaseURL(schemaURL)
+	if err != nil {
+		return err
+	}
+
+	// The store of the ceiling, sized like the server's pool. It also migrates the schema and
+	// makes the organization and key.
+	st, err := postgres.Open(ctx, schemaURL, postgres.Options{
+		MaxConns: int32(o.maxConns), AcquireTimeout: config.Defaults().Database.AcquireTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	orgID, cred, err := makeOrgAndKey(ctx, st)
+	if err != nil {
+		return err
+	}
+
+	tmp, err := os.MkdirTemp("", "callwire-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	co := childOptions{databaseURL: srvURL, maxConns: o.maxConns, dir: tmp}
+	serverDesc := "callwire serve"
+	switch {
+	case o.cpuProfile != "":
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(o.cpuProfile, 0o755); err != nil {
+			return err
+		}
+		co.argv, co.profiled = []string{self, serveProfiledCmd}, true
+		serverDesc = "callwire serve wiring + pprof (callwire-bench " + serveProfiledCmd + ")"
+	case o.serverBin != "":
+		co.argv = []string{o.serverBin, "serve"}
+	default:
+		logf("building cmd/callwire")
+		bin, err := buildServer(ctx, tmp)
+		if err != nil {
+			return err
+		}
+		co.argv = []string{bin, "serve"}
+	}
+	srv, err := startServer(ctx, co)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := srv.stop(); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stop server: %w", serr))
+		}
+	}()
+	logf("server ready on %s (%s)", srv.addr, serverDesc)
+
+	svc, err := ingest.New(ingest.Options{Writer: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	transport := &http.Transport{
+		Proxy:               nil, // 127.0.0.1 only
+		MaxIdleConns:        2 * o.workers,
+		MaxIdleConnsPerHost: 2 * o.workers,
+		IdleConnTimeout:     2 * time.Minute,
+		DisableCompression:  true,
+	}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	doers := map[string]doer{
+		"service": httpDoer(client, "http://"+srv.addr+"/api/v1/calls/events", cred.ClientID, cred.Secret),
+		"ceiling": storeDoer(svc, orgID),
+	}
+	mix := newCallMix()
+	spec := func(label string, d time.Duration) phaseSpec {
+		return phaseSpec{label: label, workers: o.workers, duration: d, maxCalls: o.maxCalls}
+	}
+
+	// Every call and event the bench reports, to check against what is on file at the end.
+	var sentCalls, sentEvents int64
+	if o.warmup > 0 {
+		for _, kind := range []string{"service", "ceiling"} {
+			logf("warm-up %s %v", kind, o.warmup)
+			pr, err := runPhase(ctx, spec("warm-"+kind, o.warmup), mix, doers[kind])
+			if err != nil {
+				return fmt.Errorf("warm-up: %w", err)
+			}
+			sentCalls += pr.Calls
+			sentEvents += pr.Events
+		}
+	}
+
+	r := report{
+		Machine: machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Memory: memTotal(),
+			GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(), Postgres: pgVersion},
+		Settings: settings{Workers: o.workers, PhaseSeconds: o.duration.Seconds(), WarmupSecs: o.warmup.Seconds(),
+			Rounds: o.rounds, MaxConns: o.maxConns, Server: serverDesc},
+		ServiceLatencyByKind: map[string]latencySummary{},
+		CeilingLatencyByKind: map[string]latencySummary{},
+	}
+	lat := map[string]*[reqKinds][]time.Duration{"service": {}, "ceiling": {}}
+	rates := map[string][]float64{}
+	for round := 1; round <= o.rounds; round++ {
+		// ABBA: the kind that goes first alternates, so a database that slows as it fills
+		// weighs on both alike.
+		order := []string{"service", "ceiling"}
+		if round%2 == 0 {
+			order = []string{"ceiling", "service"}
+		}
+		if o.analyze {
+			if err := analyze(ctx, schemaURL); err != nil {
+				return err
+			}
+		}
+		for _, kind := range order {
+			if err := srv.running(); err != nil {
+				return err
+			}
+			label := fmt.Sprintf("r%d-%s", round, kind)
+			stopProfile, err := startProfiles(ctx, o, round, kind, srv)
+			if err != nil {
+				return err
+			}
+			before := sampleCPU(srv.cmd.Process.Pid)
+			pr, err := runPhase(ctx, spec(label, o.duration), mix, doers[kind])
+			after := sampleCPU(srv.cmd.Process.Pid)
+			if perr := stopProfile(); perr != nil {
+				logf("profile: %v", perr)
+			}
+			if err != nil {
+				return err
+			}
+			sentCalls += pr.Calls
+			sentEvents += pr.Events
+			var all []time.Duration
+			for k := range pr.Lat {
+				all = append(all, pr.Lat[k]...)
+				lat[kind][k] = append(lat[kind][k], pr.Lat[k]...)
+			}
+			ls := summarize(all)
+			p := phaseReport{Kind: kind, Round: round, Calls: pr.Calls, Requests: pr.Requests, Events: pr.Events,
+				Seconds: pr.Elapsed.Seconds(), EventsPerSec: pr.EventsPerSec(), P50ms: ls.P50ms, P99ms: ls.P99ms}
+			if before.ok && after.ok {
+				cores := func(a, b time.Duration) *float64 {
+					c := (b - a).Seconds() / pr.Elapsed.Seconds()
+					return &c
+				}
+				p.BenchCores = cores(before.bench, after.bench)
+				p.ServerCores = cores(before.server, after.server)
+				p.PostgresCores = cores(before.postgres, after.postgres)
+			}
+			r.Phases = append(r.Phases, p)
+			rates[kind] = append(rates[kind], p.EventsPerSec)
+			logf("round %d %-7s %8.0f events/s  p50 %6.2fms  p99 %6.2fms", round, kind, p.EventsPerSec, p.P50ms, p.P99ms)
+		}
+	}
+
+	calls, events, err := countEvents(ctx, schemaURL)
+	if err != nil {
+		return err
+	}
+	if calls != sentCalls || events != sentEvents {
+		return fmt.Errorf("the database holds %d calls and %d events; the bench reported %d calls and %d events", calls, events, sentCalls, sentEvents)
+	}
+	logf("checked: %d calls and %d events on file, as reported", calls, events)
+
+	r.ServiceEventsPerSec = median(rates["service"])
+	r.CeilingEventsPerSec = median(rates["ceiling"])
+	if r.CeilingEventsPerSec > 0 {
+		r.Ratio = r.ServiceEventsPerSec / r.CeilingEventsPerSec
+	}
+	var allSvc, allCeil []time.Duration
+	for k := range reqKinds {
+		allSvc = append(allSvc, lat["service"][k]...)
+		allCeil = append(allCeil, lat["ceiling"][k]...)
+		r.ServiceLatencyByKind[reqName(k)] = summarize(lat["service"][k])
+		r.CeilingLatencyByKind[reqName(k)] = summarize(lat["ceiling"][k])
+	}
+	r.ServiceLatency = summarize(allSvc)
+	r.CeilingLatency = summarize(allCeil)
+
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		printReport(stdout, r)
+	}
+	if o.minRatio > 0 && r.Ratio < o.minRatio {
+		return fmt.Errorf("ratio %.2f is below -min-ratio %.2f", r.Ratio, o.minRatio)
+	}
+	return nil
+}
+
+// makeOrgAndKey creates the organization the bench reports for and a key federated to it with
+// the org.calls.events scope, as `callwire orgs create` and `callwire keys create` do.
+func makeOrgAndKey(ctx context.Context, st store.Store) (string, auth.Credential, error) {
+	now := time.Now().UTC()
+	org := store.Org{ID: "bench-" + now.Format("20060102T150405.000000000"), Name: "Bench Clinic", CreatedAt: now}
+	if err := st.CreateOrg(ctx, org); err != nil {
+		return "", auth.Credential{}, fmt.Errorf("create organization: %w", err)
+	}
+	cred := auth.NewCredential()
+	key := store.Key{ClientID: cred.ClientID, OrgID: org.ID, Scopes: []string{"org.calls.events"},
+		SecretHash: cred.SecretHash, SecretLast8: cred.SecretLast8, CreatedAt: now}
+	if err := st.CreateKey(ctx, key); err != nil {
+		return "", auth.Credential{}, fmt.Errorf("create key: %w", err)
+	}
+	return org.ID, cred, nil
+}
+
+// startProfiles starts the CPU profiles of the first round's phase of kind when -cpuprofile is
+// set, and returns the function that stops and saves them.
+func startProfiles(ctx context.Context, o options, round int, kind string, srv *child) (func() error, error) {
+	if o.cpuProfile == "" || round != 1 {
+		return func() error { return nil }, nil
+	}
+	name := "ceiling.pprof"
+	if kind == "service" {
+		name = "loadgen.pprof"
+	}
+	f, err := os.Create(filepath.Join(o.cpuProfile, name))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	serverDone := make(chan error, 1)
+	if kind == "service" {
+		go func() {
+			serverDone <- srv.fetchProfile(ctx, o.duration, filepath.Join(o.cpuProfile, "server.pprof"))
+		}()
+	} else {
+		serverDone <- nil
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return errors.Join(f.Close(), <-serverDone)
+	}, nil
+}
+
+// printReport writes the human-readable report.
+func printReport(w io.Writer, r report) {
+	m, s := r.Machine, r.Settings
+	fmt.Fprintf(w, "\ncallwire bench: %d workers, %d rounds of %gs per phase (warm-up %gs), pool %d connections\n",
+		s.Workers, s.Rounds, s.PhaseSeconds, s.WarmupSecs, s.MaxConns)
+	fmt.Fprintf(w, "machine: %d CPUs, %s memory, %s/%s, %s, PostgreSQL %s\n", m.CPUs, orDash(m.Memory), m.GOOS, m.GOARCH, m.Go, m.Postgres)
+	fmt.Fprintf(w, "server: %s; the load generator, the server and PostgreSQL share the machine\n", s.Server)
+	fmt.Fprintf(w, "each call: call_received, call_answered, then a batch of call_ended+call_recorded+call_transcribed (5 events, 3 requests)\n\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tround\tcalls\trequests\tevents\tseconds\tevents/s\tp50 ms\tp99 ms\tcores: bench\tserver\tpostgres\t")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", p.Kind, p.Round, p.Calls, p.Requests,
+			p.Events, p.Seconds, p.EventsPerSec, p.P50ms, p.P99ms, cores(p.BenchCores), cores(p.ServerCores), cores(p.PostgresCores))
+	}
+	tw.Flush()
+	verdict := "met"
+	if r.Ratio < 0.8 {
+		verdict = "NOT met"
+	}
+	fmt.Fprintf(w, "\nmedian events/s: service %.0f, ceiling %.0f\n", r.ServiceEventsPerSec, r.CeilingEventsPerSec)
+	fmt.Fprintf(w, "ratio service/ceiling: %.3f (target at least 0.80: %s)\n", r.Ratio, verdict)
+	fmt.Fprintf(w, "service request latency (HTTP, all rounds): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d requests\n",
+		r.ServiceLatency.P50ms, r.ServiceLatency.P99ms, r.ServiceLatency.MaxMs, r.ServiceLatency.Count)
+	fmt.Fprintf(w, "ceiling write latency (parse + pipeline, all rounds): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d writes\n",
+		r.CeilingLatency.P50ms, r.CeilingLatency.P99ms, r.CeilingLatency.MaxMs, r.CeilingLatency.Count)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "by request\tservice p50\tp99\tceiling p50\tp99\t")
+	for k := range reqKinds {
+		n := reqName(k)
+		sv, ce := r.ServiceLatencyByKind[n], r.CeilingLatencyByKind[n]
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t\n", n, sv.P50ms, sv.P99ms, ce.P50ms, ce.P99ms)
+	}
+	tw.Flush()
+}
+
+func cores(c *float64) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", *c)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

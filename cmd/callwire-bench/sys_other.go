@@ -1,0 +1,23 @@
+//go:build !linux
+
+package main
+
+import (
+	"os/exec"
+	"time"
+)
+
+// setChildAttrs does nothing here; the bench stops the server itself.
+func setChildAttrs(cmd *exec.Cmd) {}
+
+// cpuSample is not available on this system.
+type cpuSample struct {
+	ok                      bool
+	bench, server, postgres time.Duration
+}
+
+// sampleCPU is not available on this system; the report leaves CPU use out.
+func sampleCPU(serverPID int) cpuSample { return cpuSample{} }
+
+// memTotal is not available on this system.
+func memTotal() string { return "" }
