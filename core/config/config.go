@@ -31,7 +31,47 @@ type Config struct {
 	Server   Server   `koanf:"server"`
 	Database Database `koanf:"database"`
 	Ingest   Ingest   `koanf:"ingest"`
+	Lookup   Lookup   `koanf:"lookup"`
+	Broker   Broker   `koanf:"broker"`
+	Popups   Popups   `koanf:"popups"`
 	Log      Log      `koanf:"log"`
+}
+
+// Lookup tunes the caller lookup asked of each organization's client system.
+type Lookup struct {
+	// Timeout bounds one lookup for an organization that set none of its own. Default 800ms: the
+	// phone is ringing.
+	Timeout time.Duration `koanf:"timeout"`
+	// CacheTTL is how long a match is remembered per organization and number. Default 60s.
+	CacheTTL time.Duration `koanf:"cache_ttl"`
+	// MissTTL is how long "no match" is remembered. Default 15s.
+	MissTTL time.Duration `koanf:"miss_ttl"`
+	// CacheSize bounds the remembered answers across all organizations. Default 10000.
+	CacheSize int `koanf:"cache_size"`
+	// BreakerFailures is how many lookups in a row must fail for an organization's breaker to
+	// open. Default 5.
+	BreakerFailures int `koanf:"breaker_failures"`
+	// BreakerOpen is how long an open breaker skips the lookup before trying again. Default 30s.
+	BreakerOpen time.Duration `koanf:"breaker_open"`
+}
+
+// Broker chooses where popups travel.
+type Broker struct {
+	Redis Redis `koanf:"redis"`
+}
+
+// Redis is the popup broker shared by every replica.
+type Redis struct {
+	// URL is a redis:// or rediss:// URL; empty means the in-process broker, which reaches only
+	// the workstations connected to this process. Also CALLWIRE_REDIS_URL.
+	URL string `koanf:"url"`
+}
+
+// Popups tunes the workstations' event stream.
+type Popups struct {
+	// Heartbeat is how often an idle stream sends a comment line, so that proxies and browsers
+	// keep it open. Default 15s.
+	Heartbeat time.Duration `koanf:"heartbeat"`
 }
 
 // Server configures the HTTP listener.
@@ -69,8 +109,6 @@ type Database struct {
 
 // Ingest tunes the write pipeline.
 type Ingest struct {
-	// LookupTimeout bounds the caller lookup. Default 800ms: the phone is ringing.
-	LookupTimeout time.Duration `koanf:"lookup_timeout"`
 	// PublishTimeout bounds publishing a popup. Default 500ms.
 	PublishTimeout time.Duration `koanf:"publish_timeout"`
 	// WriteTimeout bounds the store write; past it the request answers 503. Default 10s.
@@ -104,11 +142,19 @@ func Defaults() Config {
 			AutoMigrate:    true,
 		},
 		Ingest: Ingest{
-			LookupTimeout:  800 * time.Millisecond,
 			PublishTimeout: 500 * time.Millisecond,
 			WriteTimeout:   10 * time.Second,
 		},
-		Log: Log{Level: "info", Format: "auto"},
+		Lookup: Lookup{
+			Timeout:         800 * time.Millisecond,
+			CacheTTL:        time.Minute,
+			MissTTL:         15 * time.Second,
+			CacheSize:       10000,
+			BreakerFailures: 5,
+			BreakerOpen:     30 * time.Second,
+		},
+		Popups: Popups{Heartbeat: 15 * time.Second},
+		Log:    Log{Level: "info", Format: "auto"},
 	}
 }
 
@@ -164,15 +210,26 @@ func Load(path string, environ []string, fs *pflag.FlagSet, flagKeys map[string]
 	return c, nil
 }
 
+// envAliases are environment variables whose key the first-underscore rule cannot spell.
+func envAliases() map[string]string {
+	return map[string]string{
+		"CALLWIRE_REDIS_URL":        "broker.redis.url",
+		"CALLWIRE_BROKER_REDIS_URL": "broker.redis.url",
+	}
+}
+
 // envKey maps CALLWIRE_DATABASE_URL to database.url; names that map to no section give "".
 func envKey(name string) string {
+	if key, ok := envAliases()[name]; ok {
+		return key
+	}
 	rest := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
 	section, key, ok := strings.Cut(rest, "_")
 	if !ok || key == "" {
 		return ""
 	}
 	switch section {
-	case "server", "database", "ingest", "log":
+	case "server", "database", "ingest", "lookup", "popups", "log":
 		return section + "." + key
 	}
 	return ""
@@ -193,7 +250,14 @@ func defaultsMap() map[string]any {
 		"database.max_conns":       d.Database.MaxConns,
 		"database.acquire_timeout": d.Database.AcquireTimeout.String(),
 		"database.auto_migrate":    d.Database.AutoMigrate,
-		"ingest.lookup_timeout":    d.Ingest.LookupTimeout.String(),
+		"lookup.timeout":           d.Lookup.Timeout.String(),
+		"lookup.cache_ttl":         d.Lookup.CacheTTL.String(),
+		"lookup.miss_ttl":          d.Lookup.MissTTL.String(),
+		"lookup.cache_size":        d.Lookup.CacheSize,
+		"lookup.breaker_failures":  d.Lookup.BreakerFailures,
+		"lookup.breaker_open":      d.Lookup.BreakerOpen.String(),
+		"broker.redis.url":         d.Broker.Redis.URL,
+		"popups.heartbeat":         d.Popups.Heartbeat.String(),
 		"ingest.publish_timeout":   d.Ingest.PublishTimeout.String(),
 		"ingest.write_timeout":     d.Ingest.WriteTimeout.String(),
 		"log.level":                d.Log.Level,
@@ -217,8 +281,9 @@ func (c Config) Validate() error {
 		"server.read_timeout": c.Server.ReadTimeout, "server.write_timeout": c.Server.WriteTimeout,
 		"server.idle_timeout": c.Server.IdleTimeout, "server.shutdown_timeout": c.Server.ShutdownTimeout,
 		"server.retry_after": c.Server.RetryAfter, "database.acquire_timeout": c.Database.AcquireTimeout,
-		"ingest.lookup_timeout": c.Ingest.LookupTimeout, "ingest.publish_timeout": c.Ingest.PublishTimeout,
-		"ingest.write_timeout": c.Ingest.WriteTimeout,
+		"ingest.publish_timeout": c.Ingest.PublishTimeout, "ingest.write_timeout": c.Ingest.WriteTimeout,
+		"lookup.timeout": c.Lookup.Timeout, "lookup.cache_ttl": c.Lookup.CacheTTL, "lookup.miss_ttl": c.Lookup.MissTTL,
+		"lookup.breaker_open": c.Lookup.BreakerOpen, "popups.heartbeat": c.Popups.Heartbeat,
 	}
 	for _, key := range sortedKeys(positive) {
 		if positive[key] <= 0 {
@@ -232,6 +297,21 @@ func (c Config) Validate() error {
 		}
 	} else if c.Database.Path == "" {
 		bad("database.path", "must name a file when database.url is empty")
+	}
+	if c.Broker.Redis.URL != "" {
+		u, err := url.Parse(c.Broker.Redis.URL)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+			bad("broker.redis.url", "must be a redis:// or rediss:// URL")
+		}
+	}
+	if c.Lookup.Timeout > 10*time.Second {
+		bad("lookup.timeout", "must be at most 10s: the phone is ringing")
+	}
+	if c.Lookup.CacheSize < 1 {
+		bad("lookup.cache_size", "must be at least 1, got %d", c.Lookup.CacheSize)
+	}
+	if c.Lookup.BreakerFailures < 1 {
+		bad("lookup.breaker_failures", "must be at least 1, got %d", c.Lookup.BreakerFailures)
 	}
 	if c.Database.MaxConns < 1 {
 		bad("database.max_conns", "must be at least 1, got %d", c.Database.MaxConns)

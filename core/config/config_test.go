@@ -27,7 +27,7 @@ func TestLayers(t *testing.T) {
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"CALLWIRE_DATABASE_URL=postgres://u@h/db", "CALLWIRE_SERVER_RETRY_AFTER=3s", "CALLWIRE_INGEST_LOOKUP_TIMEOUT=250ms", "OTHER=1", "CALLWIRE_NOPE=1"}
+	env := []string{"CALLWIRE_DATABASE_URL=postgres://u@h/db", "CALLWIRE_SERVER_RETRY_AFTER=3s", "CALLWIRE_LOOKUP_TIMEOUT=250ms", "CALLWIRE_REDIS_URL=redis://127.0.0.1:6379/0", "CALLWIRE_POPUPS_HEARTBEAT=5s", "OTHER=1", "CALLWIRE_NOPE=1"}
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.String("listen", "", "")
 	fs.String("unmapped", "", "")
@@ -41,8 +41,8 @@ func TestLayers(t *testing.T) {
 	if c.Server.Listen != "127.0.0.1:9100" {
 		t.Errorf("flag must win: %s", c.Server.Listen)
 	}
-	if c.Server.RetryAfter != 3*time.Second || c.Ingest.LookupTimeout != 250*time.Millisecond {
-		t.Errorf("env must beat file: %v %v", c.Server.RetryAfter, c.Ingest.LookupTimeout)
+	if c.Server.RetryAfter != 3*time.Second || c.Lookup.Timeout != 250*time.Millisecond || c.Broker.Redis.URL != "redis://127.0.0.1:6379/0" || c.Popups.Heartbeat != 5*time.Second {
+		t.Errorf("env must beat file: %v %v", c.Server.RetryAfter, c.Lookup.Timeout)
 	}
 	if c.Database.URL != "postgres://u@h/db" || c.Database.MaxConns != 4 || c.Database.Path != "/var/lib/callwire/db" {
 		t.Errorf("database %+v", c.Database)

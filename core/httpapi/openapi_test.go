@@ -23,6 +23,7 @@ import (
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
 )
@@ -265,10 +266,10 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 	s := loadSpec(t)
 	body := `{"type":"call_received","providerCallId":"a","occurredAt":"2026-03-01T09:30:00Z","call":{"direction":"inbound","from":{"number":"+442071234567"}}}`
 	fed := auth.Principal{ClientID: "cwid_x", OrgID: "org_1", Scopes: []string{auth.ScopeCallsEvents}}
-	created := ingest.Result{Calls: []ingest.CallEntry{{ID: "c", ProviderCallID: "a", Provider: "sip", Created: true, CRMClients: []ingest.Client{}}},
+	created := ingest.Result{Calls: []ingest.CallEntry{{ID: "c", ProviderCallID: "a", Provider: "sip", Created: true, CRMClients: []popup.Client{}}},
 		Events: []ingest.EventEntry{{ID: "e", Type: "call_received", DedupeKey: "call_received:0"}}}
 	existing := created
-	existing.Calls = []ingest.CallEntry{{ID: "c", ProviderCallID: "a", Provider: "sip", CRMClients: []ingest.Client{}}}
+	existing.Calls = []ingest.CallEntry{{ID: "c", ProviderCallID: "a", Provider: "sip", CRMClients: []popup.Client{}}}
 
 	tests := []struct {
 		name         string

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
 )
@@ -26,24 +27,18 @@ import (
 // was written, and the reporter should resend the same request after a pause.
 var ErrUnavailable = errors.New("temporarily unavailable")
 
-// Client is a record of the clinic's client system matched by the caller lookup.
-type Client struct {
-	ExternalID string `json:"externalId"`
-	Name       string `json:"name"`
-}
-
 // CallerLookup asks an organization's client system who owns a phone number.
 type CallerLookup interface {
 	// Lookup returns the clients whose records carry the E.164 number: none, one or many. An
 	// error means the caller is unknown; it never fails the request.
-	Lookup(ctx context.Context, orgID, number string) ([]Client, error)
+	Lookup(ctx context.Context, orgID, number string) ([]popup.Client, error)
 }
 
 // Publisher delivers popups to the workstations of an organization.
 type Publisher interface {
 	// Publish sends the popup to every location it names. An error means the popup was missed;
 	// it never fails the request.
-	Publish(ctx context.Context, p Popup) error
+	Publish(ctx context.Context, p popup.Popup) error
 }
 
 // Writer is the part of the store the pipeline needs.
@@ -51,39 +46,6 @@ type Writer interface {
 	WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error)
 	KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]bool, error)
 }
-
-// Popup is the message that tells the front desk who is calling while the phone rings.
-type Popup struct {
-	// ID identifies the ringing: the same for every retry of the same call_received, so that
-	// consumers can drop repeats.
-	ID             string        `json:"id"`
-	OrgID          string        `json:"orgId"`
-	CallID         string        `json:"callId"`
-	Provider       string        `json:"provider"`
-	ProviderCallID string        `json:"providerCallId"`
-	Locations      []string      `json:"locations"`
-	Direction      string        `json:"direction"`
-	From           *event.Party  `json:"from,omitempty"`
-	To             *event.Party  `json:"to,omitempty"`
-	Trunk          string        `json:"trunk,omitempty"`
-	Clients        []Client      `json:"clients"`
-	OccurredAt     time.Time     `json:"occurredAt"`
-	TraceID        string        `json:"traceId"`
-	Lookup         LookupOutcome `json:"lookup"`
-}
-
-// LookupOutcome says how the caller lookup went, so that a popup can tell "no match" from "the
-// client system did not answer".
-type LookupOutcome string
-
-// Lookup outcomes.
-const (
-	LookupMatched LookupOutcome = "matched"  // one or more clients matched
-	LookupNoMatch LookupOutcome = "no_match" // the client system knows no one with the number
-	LookupSkipped LookupOutcome = "skipped"  // no number to look up (anonymous or unknown caller)
-	LookupFailed  LookupOutcome = "failed"   // the lookup refused, failed or timed out
-	LookupNotSet  LookupOutcome = "not_configured"
-)
 
 // ErrNoLookup is what a CallerLookup returns for an organization with no client system set up.
 var ErrNoLookup = errors.New("no caller lookup configured")
@@ -183,11 +145,11 @@ func New(o Options) (*Service, error) {
 
 // CallEntry is the response entry for one call.
 type CallEntry struct {
-	ID             string   `json:"id"`
-	ProviderCallID string   `json:"providerCallId"`
-	Provider       string   `json:"provider"`
-	Created        bool     `json:"created"`
-	CRMClients     []Client `json:"crmClients"`
+	ID             string         `json:"id"`
+	ProviderCallID string         `json:"providerCallId"`
+	Provider       string         `json:"provider"`
+	Created        bool           `json:"created"`
+	CRMClients     []popup.Client `json:"crmClients"`
 }
 
 // EventEntry is the response entry for one event.
@@ -291,10 +253,10 @@ func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID str
 			defer wg.Done()
 			e := &events[pc.received].Event
 			clients, outcome := s.lookup(ctx, log, orgID, e)
-			if outcome != LookupFailed && outcome != LookupNotSet {
+			if outcome != popup.LookupFailed && outcome != popup.LookupNotSet {
 				pc.write.Clients = mustJSON(clients)
 			}
-			p := Popup{
+			p := popup.Popup{
 				ID:             PopupID(orgID, ref),
 				OrgID:          orgID,
 				CallID:         pc.write.ID,
@@ -317,42 +279,43 @@ func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID str
 	return nil
 }
 
-func (s *Service) lookup(ctx context.Context, log *slog.Logger, orgID string, e *event.Event) ([]Client, LookupOutcome) {
+func (s *Service) lookup(ctx context.Context, log *slog.Logger, orgID string, e *event.Event) ([]popup.Client, popup.LookupOutcome) {
 	from := e.Call.From
 	if from == nil || from.EffectiveKind() != event.KindE164 || from.Number == "" {
-		s.metrics.lookups.WithLabelValues(string(LookupSkipped)).Inc()
-		return []Client{}, LookupSkipped
+		s.metrics.lookups.WithLabelValues(string(popup.LookupSkipped)).Inc()
+		return []popup.Client{}, popup.LookupSkipped
 	}
 	if s.opts.Lookup == nil {
-		s.metrics.lookups.WithLabelValues(string(LookupNotSet)).Inc()
-		return []Client{}, LookupNotSet
+		s.metrics.lookups.WithLabelValues(string(popup.LookupNotSet)).Inc()
+		return []popup.Client{}, popup.LookupNotSet
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.opts.LookupTimeout)
 	defer cancel()
 	clients, err := s.opts.Lookup.Lookup(lctx, orgID, from.Number)
 	switch {
 	case errors.Is(err, ErrNoLookup):
-		s.metrics.lookups.WithLabelValues(string(LookupNotSet)).Inc()
-		return []Client{}, LookupNotSet
+		s.metrics.lookups.WithLabelValues(string(popup.LookupNotSet)).Inc()
+		return []popup.Client{}, popup.LookupNotSet
 	case err != nil:
-		s.metrics.lookups.WithLabelValues(string(LookupFailed)).Inc()
+		s.metrics.lookups.WithLabelValues(string(popup.LookupFailed)).Inc()
 		log.Warn("caller lookup failed; caller treated as unknown", "error", err)
-		return []Client{}, LookupFailed
+		return []popup.Client{}, popup.LookupFailed
 	case len(clients) == 0:
-		s.metrics.lookups.WithLabelValues(string(LookupNoMatch)).Inc()
-		return []Client{}, LookupNoMatch
+		s.metrics.lookups.WithLabelValues(string(popup.LookupNoMatch)).Inc()
+		return []popup.Client{}, popup.LookupNoMatch
 	}
-	s.metrics.lookups.WithLabelValues(string(LookupMatched)).Inc()
-	return clients, LookupMatched
+	s.metrics.lookups.WithLabelValues(string(popup.LookupMatched)).Inc()
+	return clients, popup.LookupMatched
 }
 
-func (s *Service) publish(ctx context.Context, log *slog.Logger, p Popup) {
+func (s *Service) publish(ctx context.Context, log *slog.Logger, p popup.Popup) {
 	if s.opts.Publisher == nil {
 		s.metrics.popups.WithLabelValues("dropped").Inc()
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
+	p.PublishedAt = s.opts.Now().UTC()
 	if err := s.opts.Publisher.Publish(pctx, p); err != nil {
 		s.metrics.popups.WithLabelValues("missed").Inc()
 		log.Warn("popup missed; the call is still recorded", "error", err, "call_id", p.CallID, "popup_id", p.ID)
@@ -368,11 +331,11 @@ func (s *Service) result(events []event.Parsed, calls []*plannedCall, results []
 		if len(res.Events) != len(pc.write.Events) {
 			return Result{}, fmt.Errorf("ingest: store returned %d event results for %d events", len(res.Events), len(pc.write.Events))
 		}
-		clients := []Client{}
+		clients := []popup.Client{}
 		if len(res.Clients) > 0 {
 			if err := json.Unmarshal(res.Clients, &clients); err != nil {
 				s.log.Warn("stored client matches are unreadable", "error", err, "call_id", res.ID)
-				clients = []Client{}
+				clients = []popup.Client{}
 			}
 		}
 		r.Calls[ci] = CallEntry{
@@ -445,7 +408,7 @@ func uniqueLocations(ls []string) []string {
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
-		// A []Client always marshals; keep the stored matches rather than fail the call.
+		// A []popup.Client always marshals; keep the stored matches rather than fail the call.
 		return nil
 	}
 	return b

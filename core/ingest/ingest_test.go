@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
 )
@@ -157,7 +158,7 @@ type recorder struct {
 	lookupWait time.Duration
 	publishErr error
 	writeErr   error
-	popups     []Popup
+	popups     []popup.Popup
 }
 
 func newRecorder() *recorder {
@@ -170,7 +171,7 @@ func (r *recorder) step(s string) {
 	r.steps = append(r.steps, s)
 }
 
-func (r *recorder) Lookup(ctx context.Context, orgID, number string) ([]Client, error) {
+func (r *recorder) Lookup(ctx context.Context, orgID, number string) ([]popup.Client, error) {
 	r.step("lookup " + number)
 	if r.lookupWait > 0 {
 		select {
@@ -182,10 +183,10 @@ func (r *recorder) Lookup(ctx context.Context, orgID, number string) ([]Client, 
 	if r.lookupErr != nil {
 		return nil, r.lookupErr
 	}
-	return []Client{{ExternalID: "c1", Name: "Ada Lovelace"}}, nil
+	return []popup.Client{{ExternalID: "c1", Name: "Ada Lovelace"}}, nil
 }
 
-func (r *recorder) Publish(ctx context.Context, p Popup) error {
+func (r *recorder) Publish(ctx context.Context, p popup.Popup) error {
 	r.step("publish " + p.ProviderCallID)
 	r.mu.Lock()
 	r.popups = append(r.popups, p)
@@ -255,7 +256,7 @@ func TestIngestOrder(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	p := r.popups[0]
-	if p.CallID != res.Calls[0].ID || p.TraceID != "trace1" || p.Locations[0] != "main" || p.Lookup != LookupMatched {
+	if p.CallID != res.Calls[0].ID || p.TraceID != "trace1" || p.Locations[0] != "main" || p.Lookup != popup.LookupMatched {
 		t.Errorf("popup %+v", p)
 	}
 
@@ -297,7 +298,7 @@ func TestAnonymousCallerPopsUpWithoutLookup(t *testing.T) {
 	if got := strings.Join(r.steps, ","); got != "publish anon,write" {
 		t.Errorf("steps %s", got)
 	}
-	if r.popups[0].Lookup != LookupSkipped || len(r.popups[0].Locations) != 2 {
+	if r.popups[0].Lookup != popup.LookupSkipped || len(r.popups[0].Locations) != 2 {
 		t.Errorf("popup %+v", r.popups[0])
 	}
 	if res.Calls[0].CRMClients == nil {
@@ -333,7 +334,7 @@ func TestSurvivableFailures(t *testing.T) {
 				t.Errorf("steps %v", r.steps)
 			}
 			if r.lookupErr != nil || r.lookupWait > 0 {
-				if r.popups[0].Lookup != LookupFailed || len(r.popups[0].Clients) != 0 {
+				if r.popups[0].Lookup != popup.LookupFailed || len(r.popups[0].Clients) != 0 {
 					t.Errorf("popup after failed lookup %+v", r.popups[0])
 				}
 			}

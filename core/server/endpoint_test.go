@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
 )
 
@@ -145,7 +145,7 @@ func TestBodyKeptVerbatimAndClockClamped(t *testing.T) {
 		if evs[0].OrderAt.After(time.Now()) || !evs[0].OccurredAt.After(time.Now().Add(47*time.Hour)) {
 			t.Errorf("order_at %v occurred_at %v: future must be clamped for ordering only", evs[0].OrderAt, evs[0].OccurredAt)
 		}
-		if e.popups.count() != 1 || e.popups.popups[0].From.Kind != "anonymous" || e.popups.popups[0].Lookup != ingest.LookupSkipped {
+		if e.popups.count() != 1 || e.popups.popups[0].From.Kind != "anonymous" || e.popups.popups[0].Lookup != popup.LookupSkipped {
 			t.Errorf("anonymous caller popup: %+v", e.popups.popups)
 		}
 	})

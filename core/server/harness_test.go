@@ -18,6 +18,7 @@ import (
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
@@ -54,10 +55,10 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 // popupRecorder is a Publisher that keeps what it is given.
 type popupRecorder struct {
 	mu     sync.Mutex
-	popups []ingest.Popup
+	popups []popup.Popup
 }
 
-func (p *popupRecorder) Publish(_ context.Context, pp ingest.Popup) error {
+func (p *popupRecorder) Publish(_ context.Context, pp popup.Popup) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.popups = append(p.popups, pp)

@@ -107,12 +107,13 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	svc, err := ingest.New(ingest.Options{
-		Writer:         o.Store,
-		Lookup:         o.Lookup,
-		Publisher:      o.Publisher,
-		Logger:         o.Logger,
-		Registerer:     reg,
-		LookupTimeout:  c.Ingest.LookupTimeout,
+		Writer:     o.Store,
+		Lookup:     o.Lookup,
+		Publisher:  o.Publisher,
+		Logger:     o.Logger,
+		Registerer: reg,
+		// Each lookup is bounded by its organization's timeout; this is only the outer cap.
+		LookupTimeout:  10 * time.Second,
 		PublishTimeout: c.Ingest.PublishTimeout,
 		WriteTimeout:   c.Ingest.WriteTimeout,
 		Now:            o.Now,
