@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -124,6 +125,91 @@ type orgJSON struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Lookup is null when the organization has no caller lookup.
+	Lookup *lookupJSON `json:"lookup"`
+}
+
+// lookupJSON shows an organization's caller lookup. The token is never shown in full.
+type lookupJSON struct {
+	URL string `json:"url"`
+	// Token is "" when none is set, otherwise masked (see maskToken).
+	Token string `json:"token"`
+	// Timeout is the organization's own, or "" for the server's lookup.timeout.
+	Timeout string `json:"timeout"`
+}
+
+func orgView(o store.Org) orgJSON {
+	v := orgJSON{ID: o.ID, Name: o.Name, CreatedAt: o.CreatedAt.UTC()}
+	if o.Lookup.URL != "" {
+		v.Lookup = &lookupJSON{URL: o.Lookup.URL, Token: maskToken(o.Lookup.Token)}
+		if o.Lookup.Timeout > 0 {
+			v.Lookup.Timeout = o.Lookup.Timeout.String()
+		}
+	}
+	return v
+}
+
+// maskToken returns "" for no token, and otherwise "…" followed by the token's last four
+// characters, or "…" alone when the token is shorter than twelve characters (four would give too
+// much of it away).
+func maskToken(tok string) string {
+	switch {
+	case tok == "":
+		return ""
+	case len(tok) < 12:
+		return "…"
+	}
+	return "…" + tok[len(tok)-4:]
+}
+
+// maxLookupTimeout is the longest lookup timeout an organization may set: the phone is ringing.
+const maxLookupTimeout = 10 * time.Second
+
+// parseLookup validates the flags of orgs update into a store.Lookup, listing every problem.
+func parseLookup(rawURL, token, timeout string, tokenSet, timeoutSet bool) (store.Lookup, []string) {
+	var problems []string
+	if rawURL == "" {
+		if tokenSet || timeoutSet {
+			problems = append(problems, `--lookup-token and --lookup-timeout need a --lookup-url; --lookup-url "" removes the lookup`)
+		}
+		return store.Lookup{}, problems
+	}
+	l := store.Lookup{URL: rawURL, Token: token}
+	u, err := url.Parse(rawURL)
+	switch {
+	case err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		problems = append(problems, "--lookup-url must be an absolute http:// or https:// URL, such as https://crm.example/callwire/lookup")
+	case u.User != nil:
+		problems = append(problems, "--lookup-url must not carry credentials; use --lookup-token")
+	case u.Fragment != "" || strings.HasSuffix(rawURL, "#"):
+		problems = append(problems, "--lookup-url must not have a #fragment")
+	case len(rawURL) > 2048:
+		problems = append(problems, "--lookup-url must be at most 2048 characters")
+	}
+	if tokenSet {
+		switch {
+		case token == "":
+			problems = append(problems, "--lookup-token must not be empty; leave it out for no token")
+		case len(token) > 4096:
+			problems = append(problems, "--lookup-token must be at most 4096 characters")
+		case strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0:
+			problems = append(problems, "--lookup-token must be printable ASCII without spaces")
+		}
+	}
+	if timeoutSet {
+		d, err := time.ParseDuration(timeout)
+		switch {
+		case err != nil:
+			problems = append(problems, "--lookup-timeout must be a duration such as 500ms or 2s")
+		case d <= 0:
+			problems = append(problems, "--lookup-timeout must be positive")
+		case d > maxLookupTimeout:
+			problems = append(problems, "--lookup-timeout must be at most 10s: the phone is ringing")
+		default:
+			l.Timeout = d
+		}
+	}
+	return l, problems
 }
 
 func newOrgs() *cobra.Command {
@@ -176,22 +262,90 @@ func newOrgs() *cobra.Command {
 				}
 				out := make([]orgJSON, len(list))
 				for i, o := range list {
-					out[i] = orgJSON{ID: o.ID, Name: o.Name, CreatedAt: o.CreatedAt.UTC()}
+					out[i] = orgView(o)
 				}
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), out)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tCREATED")
+				fmt.Fprintln(tw, "ID\tNAME\tCREATED\tLOOKUP")
 				for _, o := range out {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", o.ID, o.Name, o.CreatedAt.Format(time.RFC3339))
+					lookup := "no"
+					if o.Lookup != nil {
+						lookup = "yes"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.ID, o.Name, o.CreatedAt.Format(time.RFC3339), lookup)
 				}
 				return tw.Flush()
 			})
 		},
 	}
 	outputFlag(list)
-	orgs.AddCommand(create, list)
+
+	update := &cobra.Command{
+		Use:   "update ORG_ID --lookup-url URL [--lookup-token TOKEN] [--lookup-timeout DURATION]",
+		Short: "Set or remove an organization's caller lookup endpoint",
+		Long: "Set the organization's caller lookup: callwire asks GET URL?number=<E.164> with " +
+			"\"Authorization: Bearer TOKEN\" while a phone rings (see docs/caller-lookup.md). Each update " +
+			"replaces the whole setting: a token or timeout left out is cleared. --lookup-url \"\" removes " +
+			"the lookup. The token is stored and never printed back in full. Running servers pick the " +
+			"change up within a few seconds.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := jsonOutput(cmd)
+			if err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			if !f.Changed("lookup-url") {
+				return usageError{errors.New(`--lookup-url is required (--lookup-url "" removes the lookup)`)}
+			}
+			rawURL, _ := f.GetString("lookup-url")
+			token, _ := f.GetString("lookup-token")
+			timeout, _ := f.GetString("lookup-timeout")
+			l, problems := parseLookup(rawURL, token, timeout, f.Changed("lookup-token"), f.Changed("lookup-timeout"))
+			if len(problems) > 0 {
+				return usageError{errors.New(strings.Join(problems, "; "))}
+			}
+			return withStore(cmd, func(st store.Store) error {
+				id := args[0]
+				if err := st.UpdateOrgLookup(cmd.Context(), id, l); err != nil {
+					if errors.Is(err, store.ErrNotFound) {
+						return fmt.Errorf("no organization %q", id)
+					}
+					return fmt.Errorf("update organization: %w", err)
+				}
+				o, err := st.GetOrg(cmd.Context(), id)
+				if err != nil {
+					return fmt.Errorf("update organization: %w", err)
+				}
+				v := orgView(o)
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), v)
+				}
+				out := cmd.OutOrStdout()
+				if v.Lookup == nil {
+					fmt.Fprintf(out, "%s: caller lookup removed\n", o.ID)
+					return nil
+				}
+				tok, to := "none", "server default (lookup.timeout)"
+				if v.Lookup.Token != "" {
+					tok = v.Lookup.Token
+				}
+				if v.Lookup.Timeout != "" {
+					to = v.Lookup.Timeout
+				}
+				fmt.Fprintf(out, "%s: caller lookup %s\n  token:   %s\n  timeout: %s\n", o.ID, v.Lookup.URL, tok, to)
+				return nil
+			})
+		},
+	}
+	update.Flags().String("lookup-url", "", `the adapter's absolute http(s) URL; "" removes the lookup`)
+	update.Flags().String("lookup-token", "", "bearer token sent to the adapter (stored; never printed in full)")
+	update.Flags().String("lookup-timeout", "", "bound on one lookup, at most 10s (default: the server's lookup.timeout)")
+	outputFlag(update)
+
+	orgs.AddCommand(create, list, update)
 	return orgs
 }
 

@@ -72,6 +72,22 @@ type Org struct {
 	ID        string
 	Name      string
 	CreatedAt time.Time
+	// Lookup is where the organization's client system answers who owns a phone number; its
+	// zero value means the organization has none.
+	Lookup Lookup
+}
+
+// Lookup is an organization's caller lookup endpoint (see docs/caller-lookup.md).
+type Lookup struct {
+	// URL is the absolute http or https URL callwire sends GET <URL>?number=<E.164> to; "" means
+	// the organization has no lookup.
+	URL string
+	// Token, when not "", is sent as "Authorization: Bearer <Token>". It is a secret: stored as
+	// given (callwire must present it), never logged or printed in full.
+	Token string
+	// Timeout bounds one request to URL; 0 means the server's default (lookup.timeout). Kept to
+	// the nanosecond.
+	Timeout time.Duration
 }
 
 // Key is an API credential. Only a hash of its secret and the secret's last eight characters are
@@ -235,12 +251,15 @@ type Store interface {
 	// ErrNotFound.
 	GetCall(ctx context.Context, orgID, provider, providerCallID string) (Call, []Event, error)
 
-	// CreateOrg stores a new organization; ErrConflict if the ID exists.
+	// CreateOrg stores a new organization, its Lookup included; ErrConflict if the ID exists.
 	CreateOrg(ctx context.Context, o Org) error
-	// GetOrg returns the organization or ErrNotFound.
+	// GetOrg returns the organization, its Lookup included, or ErrNotFound.
 	GetOrg(ctx context.Context, id string) (Org, error)
-	// ListOrgs returns every organization, oldest first.
+	// ListOrgs returns every organization, their Lookups included, oldest first.
 	ListOrgs(ctx context.Context) ([]Org, error)
+	// UpdateOrgLookup replaces the organization's Lookup with l (a zero l removes it); ErrNotFound
+	// if there is no such organization. The next GetOrg or ListOrgs returns l.
+	UpdateOrgLookup(ctx context.Context, orgID string, l Lookup) error
 
 	// CreateKey stores a new key; ErrConflict if the client ID or secret hash exists, ErrNotFound
 	// if k.OrgID names no organization.

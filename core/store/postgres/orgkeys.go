@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,12 +11,30 @@ import (
 	"github.com/callwire/callwire/core/store"
 )
 
-// CreateOrg stores a new organization; an error wrapping store.ErrConflict if the ID exists. A
-// zero CreatedAt is stored as the database's current time.
+// orgColumns is the column list scanOrg reads, in order.
+const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns`
+
+// scanOrg scans one row of orgColumns.
+func scanOrg(row pgx.Row) (store.Org, error) {
+	var (
+		o  store.Org
+		ns int64
+	)
+	if err := row.Scan(&o.ID, &o.Name, &o.CreatedAt, &o.Lookup.URL, &o.Lookup.Token, &ns); err != nil {
+		return store.Org{}, err
+	}
+	o.CreatedAt = utc(o.CreatedAt)
+	o.Lookup.Timeout = time.Duration(ns)
+	return o, nil
+}
+
+// CreateOrg stores a new organization, its lookup included; an error wrapping
+// store.ErrConflict if the ID exists. A zero CreatedAt is stored as the database's current time.
 func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
 	_, err := s.exec(ctx,
-		`INSERT INTO orgs (org_id, name, created_at) VALUES ($1, $2, COALESCE($3, now()))`,
-		o.ID, o.Name, nullTime(o.CreatedAt))
+		`INSERT INTO orgs (org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns)
+		VALUES ($1, $2, COALESCE($3, now()), $4, $5, $6)`,
+		o.ID, o.Name, nullTime(o.CreatedAt), o.Lookup.URL, o.Lookup.Token, int64(o.Lookup.Timeout))
 	if pgCode(err) == codeUniqueViolation {
 		return fmt.Errorf("postgres: create org %q: %w", o.ID, store.ErrConflict)
 	}
@@ -27,28 +44,32 @@ func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
 	return nil
 }
 
-// GetOrg returns the organization, or an error wrapping store.ErrNotFound.
+// GetOrg returns the organization, its lookup included, or an error wrapping store.ErrNotFound.
 func (s *Store) GetOrg(ctx context.Context, id string) (store.Org, error) {
-	o := store.Org{ID: id}
-	err := s.queryRow(ctx, `SELECT name, created_at FROM orgs WHERE org_id = $1`, []any{id},
-		&o.Name, &o.CreatedAt)
+	conn, err := s.acquire(ctx)
 	if err != nil {
 		return store.Org{}, fmt.Errorf("postgres: get org %q: %w", id, err)
 	}
-	o.CreatedAt = utc(o.CreatedAt)
+	defer conn.Release()
+	o, err := scanOrg(conn.QueryRow(ctx, `SELECT `+orgColumns+` FROM orgs WHERE org_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Org{}, fmt.Errorf("postgres: get org %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Org{}, fmt.Errorf("postgres: get org %q: %w", id, classify(ctx, conn, err))
+	}
 	return o, nil
 }
 
-// ListOrgs returns every organization, oldest first (ties by ID).
+// ListOrgs returns every organization, their lookups included, oldest first (ties by ID).
 func (s *Store) ListOrgs(ctx context.Context) ([]store.Org, error) {
 	orgs := []store.Org{}
-	err := s.query(ctx, `SELECT org_id, name, created_at FROM orgs ORDER BY created_at, org_id`, nil,
+	err := s.query(ctx, `SELECT `+orgColumns+` FROM orgs ORDER BY created_at, org_id`, nil,
 		func(rows pgx.Rows) error {
-			var o store.Org
-			if err := rows.Scan(&o.ID, &o.Name, &o.CreatedAt); err != nil {
+			o, err := scanOrg(rows)
+			if err != nil {
 				return err
 			}
-			o.CreatedAt = utc(o.CreatedAt)
 			orgs = append(orgs, o)
 			return nil
 		})
@@ -56,6 +77,20 @@ func (s *Store) ListOrgs(ctx context.Context) ([]store.Org, error) {
 		return nil, fmt.Errorf("postgres: list orgs: %w", err)
 	}
 	return orgs, nil
+}
+
+// UpdateOrgLookup replaces the organization's lookup with l (a zero l removes it); an error
+// wrapping store.ErrNotFound if there is no such organization.
+func (s *Store) UpdateOrgLookup(ctx context.Context, orgID string, l store.Lookup) error {
+	tag, err := s.exec(ctx, `UPDATE orgs SET lookup_url = $2, lookup_token = $3, lookup_timeout_ns = $4
+		WHERE org_id = $1`, orgID, l.URL, l.Token, int64(l.Timeout))
+	if err != nil {
+		return fmt.Errorf("postgres: update org lookup: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: update org lookup %q: %w", orgID, store.ErrNotFound)
+	}
+	return nil
 }
 
 // keyColumns is the column list scanKey reads, in order.

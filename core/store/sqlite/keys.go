@@ -11,20 +11,34 @@ import (
 	"github.com/callwire/callwire/core/store"
 )
 
-// CreateOrg stores a new organization; store.ErrConflict if the ID exists.
+// orgColumns are the columns scanOrg reads, in its order.
+const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns`
+
+// scanOrg reads one row of orgColumns.
+func scanOrg(row interface{ Scan(...any) error }) (store.Org, error) {
+	var (
+		o  store.Org
+		ns int64
+	)
+	if err := row.Scan(&o.ID, &o.Name, timeCol{&o.CreatedAt}, &o.Lookup.URL, &o.Lookup.Token, &ns); err != nil {
+		return store.Org{}, err
+	}
+	o.Lookup.Timeout = time.Duration(ns)
+	return o, nil
+}
+
+// CreateOrg stores a new organization, its lookup included; store.ErrConflict if the ID exists.
 func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
 	return s.withWriteTx(ctx, "create org", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO orgs (org_id, name, created_at) VALUES (?, ?, ?)`,
-			o.ID, o.Name, encTime(o.CreatedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO orgs (`+orgColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
+			o.ID, o.Name, encTime(o.CreatedAt), o.Lookup.URL, o.Lookup.Token, int64(o.Lookup.Timeout))
 		return err
 	})
 }
 
-// GetOrg returns the organization or store.ErrNotFound.
+// GetOrg returns the organization, its lookup included, or store.ErrNotFound.
 func (s *Store) GetOrg(ctx context.Context, id string) (store.Org, error) {
-	o := store.Org{ID: id}
-	err := s.reader.QueryRowContext(ctx, `SELECT name, created_at FROM orgs WHERE org_id = ?`, id).
-		Scan(&o.Name, timeCol{&o.CreatedAt})
+	o, err := scanOrg(s.reader.QueryRowContext(ctx, `SELECT `+orgColumns+` FROM orgs WHERE org_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Org{}, fmt.Errorf("sqlite: get org %q: %w", id, store.ErrNotFound)
 	}
@@ -34,17 +48,17 @@ func (s *Store) GetOrg(ctx context.Context, id string) (store.Org, error) {
 	return o, nil
 }
 
-// ListOrgs returns every organization, oldest first.
+// ListOrgs returns every organization, their lookups included, oldest first.
 func (s *Store) ListOrgs(ctx context.Context) ([]store.Org, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT org_id, name, created_at FROM orgs ORDER BY created_at, org_id`)
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+orgColumns+` FROM orgs ORDER BY created_at, org_id`)
 	if err != nil {
 		return nil, wrapErr(ctx, "list orgs", err)
 	}
 	defer rows.Close()
 	var orgs []store.Org
 	for rows.Next() {
-		var o store.Org
-		if err := rows.Scan(&o.ID, &o.Name, timeCol{&o.CreatedAt}); err != nil {
+		o, err := scanOrg(rows)
+		if err != nil {
 			return nil, wrapErr(ctx, "list orgs", err)
 		}
 		orgs = append(orgs, o)
@@ -53,6 +67,26 @@ func (s *Store) ListOrgs(ctx context.Context) ([]store.Org, error) {
 		return nil, wrapErr(ctx, "list orgs", err)
 	}
 	return orgs, nil
+}
+
+// UpdateOrgLookup replaces the organization's lookup with l (a zero l removes it);
+// store.ErrNotFound if there is no such organization.
+func (s *Store) UpdateOrgLookup(ctx context.Context, orgID string, l store.Lookup) error {
+	return s.withWriteTx(ctx, "update org lookup", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE orgs SET lookup_url = ?, lookup_token = ?, lookup_timeout_ns = ?
+			WHERE org_id = ?`, l.URL, l.Token, int64(l.Timeout), orgID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
+		}
+		return nil
+	})
 }
 
 // keyColumns are the columns scanKey reads, in its order.

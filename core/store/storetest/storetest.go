@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		tests []contractTest
 	}{
 		{"Orgs", orgTests()},
+		{"OrgLookup", lookupTests()},
 		{"Keys", keyTests()},
 		{"Calls", callTests()},
 		{"Events", eventTests()},
