@@ -1,0 +1,185 @@
+package popup
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrClosed is the error of an operation on a closed broker, and the Err of a subscription that
+// ended because its broker was closed.
+var ErrClosed = errors.New("popup: broker closed")
+
+// DefaultBuffer is how many popups a subscription holds for a reader that has not taken them yet,
+// when the broker's options name no size. Past it, new popups for that subscription are dropped.
+const DefaultBuffer = 64
+
+// feed is the delivery end every subscription shares: a bounded channel that is closed once, with
+// the reason it ended.
+type feed struct {
+	ch   chan Popup
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+func newFeed(buffer int) *feed {
+	return &feed{ch: make(chan Popup, buffer)}
+}
+
+// sendResult is what became of one popup offered to a feed.
+type sendResult int
+
+const (
+	sent    sendResult = iota // queued for the reader
+	dropped                   // the buffer was full
+	ended                     // the feed had ended
+)
+
+// send queues p without waiting.
+func (f *feed) send(p Popup) sendResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return ended
+	}
+	select {
+	case f.ch <- p:
+		return sent
+	default:
+		return dropped
+	}
+}
+
+// end closes the channel with err as the reason; only the first call counts. It reports whether
+// this call ended the feed.
+func (f *feed) end(err error) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return false
+	}
+	f.done, f.err = true, err
+	close(f.ch)
+	return true
+}
+
+func (f *feed) reason() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// validate checks what every broker needs of a popup to route it.
+func validate(p Popup) error {
+	if p.OrgID == "" {
+		return errors.New("popup: publish: organization is required")
+	}
+	if len(p.Locations) == 0 {
+		return errors.New("popup: publish: at least one location is required")
+	}
+	for _, l := range p.Locations {
+		if l == "" {
+			return errors.New("popup: publish: empty location")
+		}
+	}
+	return nil
+}
+
+// subscribedLocations checks a Subscribe request and returns its locations without repeats.
+func subscribedLocations(orgID string, locations []string) ([]string, error) {
+	if orgID == "" {
+		return nil, errors.New("popup: subscribe: organization is required")
+	}
+	if len(locations) == 0 {
+		return nil, errors.New("popup: subscribe: at least one location is required")
+	}
+	out := make([]string, 0, len(locations))
+	for _, l := range locations {
+		if l == "" {
+			return nil, errors.New("popup: subscribe: empty location")
+		}
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// clonePopup copies what p points to, so that a publisher reusing its popup cannot change what
+// subscribers read.
+func clonePopup(p Popup) Popup {
+	p.Locations = slices.Clone(p.Locations)
+	p.Clients = slices.Clone(p.Clients)
+	if p.From != nil {
+		from := *p.From
+		p.From = &from
+	}
+	if p.To != nil {
+		to := *p.To
+		p.To = &to
+	}
+	return p
+}
+
+// brokerMetrics are the counters every broker keeps.
+type brokerMetrics struct {
+	published     prometheus.Counter // popups taken by the broker
+	failed        prometheus.Counter // publishes that failed
+	delivered     prometheus.Counter // popups queued for a subscription
+	dropped       prometheus.Counter // popups lost because a subscription's buffer was full
+	malformed     prometheus.Counter // messages on a popup channel that were not a popup
+	subscriptions prometheus.Gauge   // subscriptions running
+}
+
+// newBrokerMetrics makes the broker's metrics, labelled broker=kind, and registers them with reg
+// (nil registers nothing). Metrics already registered by another broker of the same kind are
+// shared.
+func newBrokerMetrics(kind string, reg prometheus.Registerer) (brokerMetrics, error) {
+	labels := prometheus.Labels{"broker": kind}
+	popups := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "callwire_broker_popups_total",
+		Help:        "Popups handled by the popup broker, by outcome: published, failed (publish failed), delivered (queued for a subscription), dropped (a subscription's buffer was full), malformed (a message that was not a popup).",
+		ConstLabels: labels,
+	}, []string{"outcome"})
+	subs := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "callwire_broker_subscriptions",
+		Help:        "Popup subscriptions running on this process.",
+		ConstLabels: labels,
+	})
+	if reg != nil {
+		if err := reg.Register(popups); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return brokerMetrics{}, fmt.Errorf("popup: register metrics: %w", err)
+			}
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return brokerMetrics{}, fmt.Errorf("popup: register metrics: %w", err)
+			}
+			popups = existing
+		}
+		if err := reg.Register(subs); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return brokerMetrics{}, fmt.Errorf("popup: register metrics: %w", err)
+			}
+			existing, ok := are.ExistingCollector.(prometheus.Gauge)
+			if !ok {
+				return brokerMetrics{}, fmt.Errorf("popup: register metrics: %w", err)
+			}
+			subs = existing
+		}
+	}
+	return brokerMetrics{
+		published:     popups.WithLabelValues("published"),
+		failed:        popups.WithLabelValues("failed"),
+		delivered:     popups.WithLabelValues("delivered"),
+		dropped:       popups.WithLabelValues("dropped"),
+		malformed:     popups.WithLabelValues("malformed"),
+		subscriptions: subs,
+	}, nil
+}

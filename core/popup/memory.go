@@ -1,0 +1,222 @@
+package popup
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// MemoryOptions configure a Memory broker. The zero value is usable.
+type MemoryOptions struct {
+	// Buffer is how many popups each subscription holds for its reader; past it, new popups for
+	// that subscription are dropped and counted. Zero or less means DefaultBuffer.
+	Buffer int
+	// Registerer receives the broker's metrics (callwire_broker_popups_total and
+	// callwire_broker_subscriptions, labelled broker="memory"); nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// Memory is the in-process broker: it reaches only the subscriptions made on the same Memory, so
+// only the workstations connected to this process. It is safe for concurrent use. Publish never
+// waits for a subscriber: each subscription has a bounded buffer, and a popup that does not fit
+// is dropped for that subscription alone.
+type Memory struct {
+	buffer  int
+	metrics brokerMetrics
+
+	mu     sync.RWMutex
+	closed bool
+	subs   map[route]map[*memorySub]struct{}
+}
+
+// route is one organization's location.
+type route struct{ org, location string }
+
+// NewMemory returns an in-process broker. It panics if o.Registerer refuses the broker's metrics
+// for any reason other than their being registered already by another Memory, which is a
+// programming error; metrics registered already are shared.
+func NewMemory(o MemoryOptions) *Memory {
+	if o.Buffer <= 0 {
+		o.Buffer = DefaultBuffer
+	}
+	m, err := newBrokerMetrics("memory", o.Registerer)
+	if err != nil {
+		panic(err)
+	}
+	return &Memory{buffer: o.Buffer, metrics: m, subs: map[route]map[*memorySub]struct{}{}}
+}
+
+// Publish queues p for every subscription of p.OrgID to one of p.Locations, once per
+// subscription however many of its locations p names. It fails when ctx has ended, when p has no
+// organization or no location, or when the broker is closed; a full subscription buffer is not a
+// failure (the popup is dropped for that subscription and counted).
+func (m *Memory) Publish(ctx context.Context, p Popup) error {
+	if err := ctx.Err(); err != nil {
+		m.metrics.failed.Inc()
+		return fmt.Errorf("popup: publish: %w", err)
+	}
+	if err := validate(p); err != nil {
+		m.metrics.failed.Inc()
+		return err
+	}
+	p = clonePopup(p)
+	var targets []*memorySub
+	m.mu.RLock()
+	if m.closed {
+		m.mu.RUnlock()
+		m.metrics.failed.Inc()
+		return ErrClosed
+	}
+	for i, l := range p.Locations {
+		for s := range m.subs[route{p.OrgID, l}] {
+			// A subscription of several locations named by p is reached once.
+			if i > 0 && s.coversAny(p.Locations[:i]) {
+				continue
+			}
+			targets = append(targets, s)
+		}
+	}
+	m.mu.RUnlock()
+	m.metrics.published.Inc()
+	for _, s := range targets {
+		switch s.feed.send(p) {
+		case sent:
+			m.metrics.delivered.Inc()
+		case dropped:
+			m.metrics.dropped.Inc()
+		}
+	}
+	return nil
+}
+
+// Subscribe starts a subscription to orgID's popups for locations. It fails when ctx has ended,
+// when orgID or locations are empty, or when the broker is closed. The subscription ends when it
+// is closed (Err nil), when ctx ends (Err is ctx's error), or when the broker is closed (Err is
+// ErrClosed).
+func (m *Memory) Subscribe(ctx context.Context, orgID string, locations []string) (Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("popup: subscribe: %w", err)
+	}
+	locs, err := subscribedLocations(orgID, locations)
+	if err != nil {
+		return nil, err
+	}
+	s := &memorySub{m: m, org: orgID, locations: locs, feed: newFeed(m.buffer)}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrClosed
+	}
+	for _, l := range locs {
+		r := route{orgID, l}
+		if m.subs[r] == nil {
+			m.subs[r] = map[*memorySub]struct{}{}
+		}
+		m.subs[r][s] = struct{}{}
+	}
+	m.mu.Unlock()
+	m.metrics.subscriptions.Inc()
+	stop := context.AfterFunc(ctx, func() { s.finish(ctx.Err()) })
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		stop()
+	} else {
+		s.stopWatch = stop
+		s.mu.Unlock()
+	}
+	return s, nil
+}
+
+// Close ends every subscription (their Err is ErrClosed); later Publish and Subscribe calls fail
+// with ErrClosed. It is safe to call more than once.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	var all []*memorySub
+	seen := map[*memorySub]bool{}
+	for _, set := range m.subs {
+		for s := range set {
+			if !seen[s] {
+				seen[s] = true
+				all = append(all, s)
+			}
+		}
+	}
+	m.subs = map[route]map[*memorySub]struct{}{}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.finish(ErrClosed)
+	}
+	return nil
+}
+
+// remove takes s out of the routing table.
+func (m *Memory) remove(s *memorySub) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range s.locations {
+		r := route{s.org, l}
+		delete(m.subs[r], s)
+		if len(m.subs[r]) == 0 {
+			delete(m.subs, r)
+		}
+	}
+}
+
+// memorySub is one subscription on a Memory broker.
+type memorySub struct {
+	m         *Memory
+	org       string
+	locations []string
+	feed      *feed
+
+	mu        sync.Mutex
+	finished  bool
+	stopWatch func() bool // stops watching the Subscribe context
+}
+
+func (s *memorySub) coversAny(locations []string) bool {
+	for _, l := range locations {
+		for _, mine := range s.locations {
+			if l == mine {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// finish ends the subscription with err as its reason; only the first call counts.
+func (s *memorySub) finish(err error) {
+	if !s.feed.end(err) {
+		return
+	}
+	s.mu.Lock()
+	s.finished = true
+	stop := s.stopWatch
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	s.m.remove(s)
+	s.m.metrics.subscriptions.Dec()
+}
+
+// Popups implements Subscription.
+func (s *memorySub) Popups() <-chan Popup { return s.feed.ch }
+
+// Err implements Subscription.
+func (s *memorySub) Err() error { return s.feed.reason() }
+
+// Close implements Subscription.
+func (s *memorySub) Close() error {
+	s.finish(nil)
+	return nil
+}

@@ -1,0 +1,461 @@
+package popup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// RedisOptions configure a Redis broker. Zero values take the documented defaults.
+type RedisOptions struct {
+	// Buffer is how many popups each subscription holds for its reader; past it, new popups for
+	// that subscription are dropped and counted. Default DefaultBuffer.
+	Buffer int
+	// Registerer receives the broker's metrics (callwire_broker_popups_total and
+	// callwire_broker_subscriptions, labelled broker="redis"); nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives the broker's warnings (malformed messages, lost subscriptions); nil
+	// discards them.
+	Logger *slog.Logger
+	// DialTimeout bounds opening a connection to Redis. Default 1s.
+	DialTimeout time.Duration
+	// ReadTimeout and WriteTimeout bound one command's reply and its sending when the caller's
+	// context has no earlier deadline. Default 500ms each: a Redis that accepts connections but
+	// never answers cannot hold a request longer than that.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	// SubscribeTimeout bounds waiting for Redis to confirm a subscription. Default 2s.
+	SubscribeTimeout time.Duration
+	// HealthInterval is how long a subscription waits in silence before it pings Redis; a ping
+	// unanswered for as long again ends the subscription. Default 5s.
+	HealthInterval time.Duration
+}
+
+// Redis is the broker shared by every replica: Publish sends the popup with PUBLISH on
+// Channel(org, location) for each of its locations, and a subscription listens on its
+// organization's location channels, so a popup published through one process reaches the
+// workstations connected to any process on the same Redis. It is safe for concurrent use.
+//
+// Delivery is Redis pub/sub: at most once, no replay. A subscription whose connection is lost,
+// or whose Redis stops answering, ends with Err set; it does not reconnect by itself, since the
+// popups published meanwhile are gone and the workstation should know.
+type Redis struct {
+	client  *redis.Client
+	opts    RedisOptions
+	log     *slog.Logger
+	metrics brokerMetrics
+
+	mu     sync.Mutex
+	closed bool
+	subs   map[*redisSub]struct{}
+}
+
+// NewRedis connects to the Redis server at url (redis://, rediss:// or unix://, as parsed by
+// go-redis's ParseURL) and checks that it answers a PING within ctx and the dial and read
+// timeouts. It fails when the URL is unusable, when the metrics cannot be registered, or when the
+// server does not answer. The caller closes the broker.
+func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("popup: redis url: %w", err)
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = DefaultBuffer
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = time.Second
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 500 * time.Millisecond
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 500 * time.Millisecond
+	}
+	if o.SubscribeTimeout <= 0 {
+		o.SubscribeTimeout = 2 * time.Second
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 5 * time.Second
+	}
+	ro.DialTimeout = o.DialTimeout
+	ro.ReadTimeout = o.ReadTimeout
+	ro.WriteTimeout = o.WriteTimeout
+	ro.PoolTimeout = o.ReadTimeout
+	// One retry replaces a pooled connection that died while idle (a Redis restart); more would
+	// only stretch a failure.
+	ro.MaxRetries = 1
+	// The caller's deadline (the publish timeout) bounds every network wait, not only the
+	// client's own timeouts.
+	ro.ContextTimeoutEnabled = true
+	// No extra handshake round trips: less for a hanging server to hold up.
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	m, err := newBrokerMetrics("redis", o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Redis{client: redis.NewClient(ro), opts: o, log: log, metrics: m, subs: map[*redisSub]struct{}{}}
+	pctx, cancel := context.WithTimeout(ctx, o.DialTimeout+o.ReadTimeout)
+	defer cancel()
+	if err := r.client.Ping(pctx).Err(); err != nil {
+		r.client.Close()
+		return nil, fmt.Errorf("popup: redis %s: %w", ro.Addr, err)
+	}
+	return r, nil
+}
+
+// Publish sends p as JSON on Channel(p.OrgID, l) for each location l of p, all in one round
+// trip. It returns once Redis has taken the popup, or with an error when ctx ends first, when
+// Redis fails or does not answer, when p has no organization or no location, or when the broker
+// is closed. When ctx has no deadline, the read and write timeouts together bound the whole call.
+func (r *Redis) Publish(ctx context.Context, p Popup) error {
+	if err := ctx.Err(); err != nil {
+		r.metrics.failed.Inc()
+		return fmt.Errorf("popup: publish: %w", err)
+	}
+	if err := validate(p); err != nil {
+		r.metrics.failed.Inc()
+		return err
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		r.metrics.failed.Inc()
+		return ErrClosed
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		r.metrics.failed.Inc()
+		return fmt.Errorf("popup: publish: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.opts.ReadTimeout+r.opts.WriteTimeout)
+		defer cancel()
+	}
+	_, err = r.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, l := range uniqueStrings(p.Locations) {
+			pipe.Publish(ctx, Channel(p.OrgID, l), data)
+		}
+		return nil
+	})
+	if err != nil {
+		r.metrics.failed.Inc()
+		return fmt.Errorf("popup: publish to redis: %w", err)
+	}
+	r.metrics.published.Inc()
+	return nil
+}
+
+// Subscribe listens on orgID's channels for locations and returns once Redis has confirmed every
+// one, so that popups published after it returns are delivered. It fails when ctx ends, when
+// orgID or locations are empty, when the broker is closed, or when Redis does not confirm within
+// the subscribe timeout. The subscription ends when it is closed (Err nil), when ctx ends (Err is
+// ctx's error), when the broker is closed (Err is ErrClosed), or when the connection is lost or
+// Redis stops answering its pings (Err says why).
+func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string) (Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("popup: subscribe: %w", err)
+	}
+	locs, err := subscribedLocations(orgID, locations)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	channels := make([]string, len(locs))
+	for i, l := range locs {
+		channels[i] = Channel(orgID, l)
+	}
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &redisSub{
+		r: r, org: orgID, locations: locs, feed: newFeed(r.opts.Buffer),
+		ps: r.client.Subscribe(loopCtx), cancel: cancel, done: make(chan struct{}),
+		copies: map[string]int{},
+	}
+	early, err := s.confirm(ctx, channels)
+	if err != nil {
+		s.ps.Close()
+		cancel()
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		s.ps.Close()
+		cancel()
+		return nil, ErrClosed
+	}
+	r.subs[s] = struct{}{}
+	r.mu.Unlock()
+	r.metrics.subscriptions.Inc()
+	for _, msg := range early {
+		s.handle(msg)
+	}
+	go s.loop(loopCtx)
+	stop := context.AfterFunc(ctx, func() { s.finish(ctx.Err()) })
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		stop()
+	} else {
+		s.stopWatch = stop
+		s.mu.Unlock()
+	}
+	return s, nil
+}
+
+// Close ends every subscription (their Err is ErrClosed), waits for their listeners to stop, and
+// closes the connections to Redis. Later Publish and Subscribe calls fail with ErrClosed. It is
+// safe to call more than once.
+func (r *Redis) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	subs := make([]*redisSub, 0, len(r.subs))
+	for s := range r.subs {
+		subs = append(subs, s)
+	}
+	r.mu.Unlock()
+	for _, s := range subs {
+		s.finish(ErrClosed)
+		<-s.done
+	}
+	if err := r.client.Close(); err != nil {
+		return fmt.Errorf("popup: close redis: %w", err)
+	}
+	return nil
+}
+
+// redisSub is one subscription on a Redis broker.
+type redisSub struct {
+	r         *Redis
+	org       string
+	locations []string
+	feed      *feed
+	ps        *redis.PubSub
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when loop returns
+
+	// copies counts, per publish of a popup naming several of the subscribed locations, the
+	// copies still to come on the other channels; order keeps the keys oldest first.
+	copies map[string]int
+	order  []string
+
+	mu        sync.Mutex
+	finished  bool
+	stopWatch func() bool
+}
+
+// maxPending bounds the publishes a subscription remembers while their other copies arrive.
+const maxPending = 1024
+
+// confirm sends SUBSCRIBE and waits for Redis to confirm every channel. Messages that arrive
+// meanwhile are returned to be delivered first.
+func (s *redisSub) confirm(ctx context.Context, channels []string) ([]*redis.Message, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.r.opts.SubscribeTimeout)
+	defer cancel()
+	if err := s.ps.Subscribe(cctx, channels...); err != nil {
+		return nil, fmt.Errorf("popup: subscribe on redis: %w", err)
+	}
+	pending := map[string]bool{}
+	for _, c := range channels {
+		pending[c] = true
+	}
+	var early []*redis.Message
+	for len(pending) > 0 {
+		msg, err := s.ps.ReceiveTimeout(cctx, s.r.opts.SubscribeTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("popup: subscribe on redis: %w", err)
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				delete(pending, m.Channel)
+			}
+		case *redis.Message:
+			early = append(early, m)
+		}
+	}
+	return early, nil
+}
+
+// loop reads the subscription's connection until it ends, pinging Redis when it has been quiet
+// for the health interval.
+func (s *redisSub) loop(ctx context.Context) {
+	defer close(s.done)
+	interval := s.r.opts.HealthInterval
+	pinged := false
+	for {
+		msg, err := s.ps.ReceiveTimeout(ctx, interval)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil {
+				if pinged {
+					s.fail(fmt.Errorf("popup: redis did not answer a ping within %v", interval))
+					return
+				}
+				if err := s.ps.Ping(ctx); err != nil {
+					s.fail(fmt.Errorf("popup: ping redis: %w", err))
+					return
+				}
+				pinged = true
+				continue
+			}
+			s.fail(fmt.Errorf("popup: redis subscription lost: %w", err))
+			return
+		}
+		pinged = false
+		if m, ok := msg.(*redis.Message); ok {
+			s.handle(m)
+		}
+	}
+}
+
+// fail ends the subscription for a broker-side reason, unless it has ended already.
+func (s *redisSub) fail(err error) {
+	if s.finish(err) {
+		s.r.log.Warn("popup subscription ended; the workstation must subscribe again", "error", err, "org_id", s.org)
+	}
+}
+
+// handle decodes one message and queues it, once per publish.
+func (s *redisSub) handle(m *redis.Message) {
+	var p Popup
+	if err := json.Unmarshal([]byte(m.Payload), &p); err != nil || p.OrgID != s.org || p.ID == "" {
+		s.r.metrics.malformed.Inc()
+		s.r.log.Warn("malformed popup message dropped", "channel", m.Channel, "error", err)
+		return
+	}
+	if n := s.covered(p.Locations); n > 1 {
+		key := p.ID + "|" + strconv.FormatInt(p.PublishedAt.UnixNano(), 10)
+		if left, ok := s.copies[key]; ok {
+			if left <= 1 {
+				delete(s.copies, key)
+			} else {
+				s.copies[key] = left - 1
+			}
+			return
+		}
+		s.copies[key] = n - 1
+		s.order = append(s.order, key)
+		for len(s.order) > maxPending {
+			delete(s.copies, s.order[0])
+			s.order = s.order[1:]
+		}
+		if len(s.order) > 2*len(s.copies)+maxPending/4 {
+			s.compact()
+		}
+	}
+	switch s.feed.send(p) {
+	case sent:
+		s.r.metrics.delivered.Inc()
+	case dropped:
+		s.r.metrics.dropped.Inc()
+	}
+}
+
+// compact forgets the keys of publishes whose copies have all arrived.
+func (s *redisSub) compact() {
+	kept := s.order[:0]
+	for _, k := range s.order {
+		if _, ok := s.copies[k]; ok {
+			kept = append(kept, k)
+		}
+	}
+	s.order = kept
+}
+
+// covered counts the distinct subscribed locations among ls: the copies of one publish this
+// subscription receives.
+func (s *redisSub) covered(ls []string) int {
+	n := 0
+	for _, l := range uniqueStrings(ls) {
+		for _, mine := range s.locations {
+			if l == mine {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// finish ends the subscription with err as its reason and reports whether this call ended it.
+// It does not wait for the listener to stop.
+func (s *redisSub) finish(err error) bool {
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		return false
+	}
+	s.finished = true
+	stop := s.stopWatch
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	s.feed.end(err)
+	s.cancel()
+	s.ps.Close() // unblocks the listener's read
+	s.r.mu.Lock()
+	delete(s.r.subs, s)
+	s.r.mu.Unlock()
+	s.r.metrics.subscriptions.Dec()
+	return true
+}
+
+// Popups implements Subscription.
+func (s *redisSub) Popups() <-chan Popup { return s.feed.ch }
+
+// Err implements Subscription.
+func (s *redisSub) Err() error { return s.feed.reason() }
+
+// Close implements Subscription; it returns once the listener has stopped.
+func (s *redisSub) Close() error {
+	s.finish(nil)
+	<-s.done
+	return nil
+}
+
+func uniqueStrings(ls []string) []string {
+	if len(ls) < 2 {
+		return ls
+	}
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		dup := false
+		for _, o := range out {
+			if o == l {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,341 @@
+package popup_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callwire/callwire/core/popup"
+	"github.com/callwire/callwire/core/popup/popuptest"
+)
+
+// faultProxy forwards TCP connections to Redis until it is cut (every connection closed, new ones
+// refused) or hung (every connection, old and new, kept open with nothing ever answered).
+type faultProxy struct {
+	addr   string
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	hung  bool
+	conns []net.Conn
+}
+
+func newFaultProxy(t *testing.T, target string) *faultProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{addr: ln.Addr().String(), target: target, ln: ln}
+	go p.serve()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *faultProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		hung := p.hung
+		p.conns = append(p.conns, c)
+		p.mu.Unlock()
+		if hung {
+			go io.Copy(io.Discard, c)
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, up)
+		p.mu.Unlock()
+		go p.pipe(up, c)
+		go p.pipe(c, up)
+	}
+}
+
+// pipe copies from src to dst until the proxy hangs, then swallows what src sends.
+func (p *faultProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			hung := p.hung
+			p.mu.Unlock()
+			if !hung {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+// cut is Redis stopped: every connection is closed and new ones are refused.
+func (p *faultProxy) cut() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// hang is Redis accepting connections but never answering.
+func (p *faultProxy) hang() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hung = true
+}
+
+// url is raw with its host replaced by the proxy's.
+func (p *faultProxy) url(t *testing.T, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Fatalf("%s %q is not a URL with a host", popuptest.EnvRedisURL, raw)
+	}
+	u.Host = p.addr
+	return u.String()
+}
+
+func proxied(t *testing.T) (*faultProxy, string) {
+	raw := popuptest.RedisURL(t)
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Fatalf("%s %q is not a URL with a host", popuptest.EnvRedisURL, raw)
+	}
+	p := newFaultProxy(t, u.Host)
+	return p, p.url(t, raw)
+}
+
+// publishWithin publishes with a deadline of d and fails t unless Publish fails within about d.
+func publishWithin(t *testing.T, b popup.Broker, p popup.Popup, d time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	start := time.Now()
+	err := b.Publish(ctx, p)
+	if took := time.Since(start); took > d+250*time.Millisecond {
+		t.Errorf("Publish took %v with a deadline of %v", took, d)
+	}
+	return err
+}
+
+func TestRedisStopped(t *testing.T) {
+	p, u := proxied(t)
+	reg := prometheus.NewRegistry()
+	r := newRedis(t, u, popup.RedisOptions{Registerer: reg})
+	org := popuptest.OrgID(t)
+	sub, err := r.Subscribe(t.Context(), org, []string{"main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := publishWithin(t, r, popuptest.Sample(org, "before", "main"), 300*time.Millisecond); err != nil {
+		t.Fatalf("before the outage: %v", err)
+	}
+	if got := popuptest.Receive(t, sub); got.ID != "before" {
+		t.Fatalf("got %s", got.ID)
+	}
+
+	p.cut()
+	for i := range 3 {
+		if err := publishWithin(t, r, popuptest.Sample(org, "during", "main"), 300*time.Millisecond); err == nil {
+			t.Fatalf("publish %d with Redis stopped succeeded", i)
+		}
+	}
+	popuptest.Ended(t, sub)
+	if sub.Err() == nil {
+		t.Error("a subscription whose connection was lost ended with a nil Err")
+	}
+	if got := counter(t, reg, "callwire_broker_popups_total", "failed"); got != 3 {
+		t.Errorf("failed = %v, want 3", got)
+	}
+	if _, err := r.Subscribe(t.Context(), org, []string{"main"}); err == nil {
+		t.Error("Subscribe with Redis stopped succeeded")
+	}
+}
+
+func TestRedisHanging(t *testing.T) {
+	p, u := proxied(t)
+	r := newRedis(t, u, popup.RedisOptions{HealthInterval: 300 * time.Millisecond})
+	org := popuptest.OrgID(t)
+	sub, err := r.Subscribe(t.Context(), org, []string{"main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := publishWithin(t, r, popuptest.Sample(org, "before", "main"), 300*time.Millisecond); err != nil {
+		t.Fatalf("before the hang: %v", err)
+	}
+	popuptest.Receive(t, sub)
+
+	p.hang()
+	for i := range 3 {
+		if err := publishWithin(t, r, popuptest.Sample(org, "during", "main"), 300*time.Millisecond); err == nil {
+			t.Fatalf("publish %d with Redis hanging succeeded", i)
+		}
+	}
+	// Without a deadline of its own, Publish is bounded by the read and write timeouts (500ms
+	// each by default).
+	start := time.Now()
+	if err := r.Publish(context.WithoutCancel(t.Context()), popuptest.Sample(org, "no-deadline", "main")); err == nil {
+		t.Error("publish without a deadline, Redis hanging, succeeded")
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("publish without a deadline took %v with Redis hanging", d)
+	}
+	// The silent subscription notices within two health intervals and ends.
+	popuptest.Ended(t, sub)
+	if err := sub.Err(); err == nil || !strings.Contains(err.Error(), "ping") {
+		t.Errorf("Err of a subscription on a hanging Redis = %v, want a failed ping", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := r.Subscribe(ctx, org, []string{"main"}); err == nil {
+		t.Error("Subscribe on a hanging Redis succeeded")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Subscribe on a hanging Redis took %v with a 300ms deadline", d)
+	}
+}
+
+// TestRedisNeverAnswering starts the broker against a server that accepts connections and never
+// writes a byte.
+func TestRedisNeverAnswering(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	u := "redis://" + ln.Addr().String() + "/0"
+
+	start := time.Now()
+	r, err := popup.NewRedis(t.Context(), u, popup.RedisOptions{})
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("NewRedis took %v against a server that never answers", d)
+	}
+	if err == nil {
+		// Allowed, as long as publishing stays bounded.
+		defer r.Close()
+		if err := publishWithin(t, r, popuptest.Sample("org", "x", "main"), 300*time.Millisecond); err == nil {
+			t.Error("publish to a server that never answers succeeded")
+		}
+	}
+
+	// With a short deadline of the caller's own, NewRedis gives up by it.
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if r, err := popup.NewRedis(ctx, u, popup.RedisOptions{}); err == nil {
+		r.Close()
+		t.Error("NewRedis against a server that never answers succeeded")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("NewRedis took %v with a 300ms deadline", d)
+	}
+}
+
+func TestRedisDropsMalformedMessages(t *testing.T) {
+	u := popuptest.RedisURL(t)
+	reg := prometheus.NewRegistry()
+	r := newRedis(t, u, popup.RedisOptions{Registerer: reg})
+	org := popuptest.OrgID(t)
+	sub, err := r.Subscribe(t.Context(), org, []string{"main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := redis.NewClient(opt)
+	defer raw.Close()
+	foreign := `{"id":"foreign","orgId":"someone-else","locations":["main"]}`
+	for _, payload := range []string{"not json", `{"id":`, foreign, `{"orgId":"` + org + `"}`} {
+		if err := raw.Publish(t.Context(), popup.Channel(org, "main"), payload).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Publish(t.Context(), popuptest.Sample(org, "good", "main")); err != nil {
+		t.Fatal(err)
+	}
+	if got := popuptest.Receive(t, sub); got.ID != "good" {
+		t.Fatalf("got %q, want only the good popup", got.ID)
+	}
+	if got := counter(t, reg, "callwire_broker_popups_total", "malformed"); got != 4 {
+		t.Errorf("malformed = %v, want 4", got)
+	}
+	if got := counter(t, reg, "callwire_broker_popups_total", "delivered"); got != 1 {
+		t.Errorf("delivered = %v, want 1", got)
+	}
+}
+
+func TestRedisBadURL(t *testing.T) {
+	for _, u := range []string{"", "http://127.0.0.1:6379", "redis://127.0.0.1:6379/notanumber"} {
+		if r, err := popup.NewRedis(t.Context(), u, popup.RedisOptions{}); err == nil {
+			r.Close()
+			t.Errorf("NewRedis(%q) succeeded", u)
+		} else if !strings.HasPrefix(err.Error(), "popup: ") {
+			t.Errorf("NewRedis(%q): %v", u, err)
+		}
+	}
+}
+
+// TestRedisReachesAnotherProcess publishes through one broker and receives through another, as
+// two replicas on one Redis do.
+func TestRedisReachesAnotherProcess(t *testing.T) {
+	u := popuptest.RedisURL(t)
+	a := newRedis(t, u, popup.RedisOptions{})
+	b := newRedis(t, u, popup.RedisOptions{})
+	org := popuptest.OrgID(t)
+	sub, err := b.Subscribe(t.Context(), org, []string{"front", "back"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := a.Publish(t.Context(), popuptest.Sample(org, "cross", "front", "back")); err != nil {
+		t.Fatal(err)
+	}
+	if got := popuptest.Receive(t, sub); got.ID != "cross" {
+		t.Fatalf("got %q", got.ID)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Publish(t.Context(), popuptest.Sample(org, "late", "front")); !errors.Is(err, popup.ErrClosed) {
+		t.Errorf("publish after close: %v, want ErrClosed", err)
+	}
+}
