@@ -1,4 +1,5 @@
-// Package httpapi serves callwire's HTTP API with Fiber: POST /api/v1/calls/events, health and
+// Package httpapi serves callwire's HTTP API with Fiber: POST /api/v1/calls/events, the
+// workstations' popup stream GET /api/v1/popups/stream, the front desk page GET /desk, health and
 // readiness probes, and metrics. Every response, errors included, carries X-Trace-ID, and every
 // failure has the body {"success": false, "error": <status line>, "message": <sentence>}.
 package httpapi
@@ -74,6 +75,16 @@ type Options struct {
 	IdleTimeout    time.Duration
 	// RetryAfter is sent with every 503. Default 2s.
 	RetryAfter time.Duration
+	// Popups feeds GET /api/v1/popups/stream and so the front desk page; nil leaves both
+	// unserved (404).
+	Popups Popups
+	// Heartbeat is how often an idle popup stream sends a comment line, and how often a stream
+	// re-reads its key so that a revoked key's stream ends. Default 15s.
+	Heartbeat time.Duration
+	// StreamContext is the parent of every popup stream, which outlives its request. Cancel it
+	// when shutdown begins, so that open streams end and the shutdown does not wait for them;
+	// nil means BaseContext.
+	StreamContext context.Context
 }
 
 type api struct {
@@ -82,6 +93,7 @@ type api struct {
 	retryAfter string
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
+	streams    streamMetrics
 }
 
 // New returns the Fiber app serving the API.
@@ -98,6 +110,12 @@ func New(o Options) (*fiber.App, error) {
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = 2 * time.Second
 	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.StreamContext == nil {
+		o.StreamContext = o.BaseContext
+	}
 	a := &api{o: o, log: o.Logger, retryAfter: strconv.Itoa(int((o.RetryAfter + time.Second - 1) / time.Second))}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -109,8 +127,9 @@ func New(o Options) (*fiber.App, error) {
 		Name: "callwire_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 	}, []string{"route"})
+	a.streams = newStreamMetrics()
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{a.requests, a.latency} {
+		for _, c := range append([]prometheus.Collector{a.requests, a.latency}, a.streams.collectors()...) {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 			}
@@ -127,8 +146,15 @@ func New(o Options) (*fiber.App, error) {
 		JSONEncoder:           marshalNoEscape,
 		ReadBufferSize:        16 << 10,
 	})
+	app.Server().HeaderReceived = a.streamRequestConfig
 	app.Use(a.middleware)
 	app.Post(EventsPath, a.postEvents)
+	if o.Popups != nil {
+		app.Get(PopupsStreamPath, a.streamPopups)
+		if err := a.serveDesk(app); err != nil {
+			return nil, err
+		}
+	}
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", a.readyz)
 	if o.Gatherer != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -204,33 +205,42 @@ func TestOpenAPIStatusesInSource(t *testing.T) {
 		"StatusServiceUnavailable": 503,
 	}
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "httpapi.go", nil, 0)
+	sources, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := 0
-	ast.Inspect(f, func(n ast.Node) bool {
-		sel, ok := n.(*ast.SelectorExpr)
-		if !ok || !strings.HasPrefix(sel.Sel.Name, "Status") {
+	for _, name := range sources {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || !strings.HasPrefix(sel.Sel.Name, "Status") {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "fiber" {
+				return true
+			}
+			found++
+			code, ok := known[sel.Sel.Name]
+			if !ok {
+				t.Errorf("%s: the package uses %s, which this test does not know: document it in %s and add it here",
+					fset.Position(sel.Pos()), sel.Sel.Name, openAPIPath)
+				return true
+			}
+			if !documented[strconv.Itoa(code)] {
+				t.Errorf("%s: status %d (%s) is not documented in %s", fset.Position(sel.Pos()), code, sel.Sel.Name, openAPIPath)
+			}
 			return true
-		}
-		if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "fiber" {
-			return true
-		}
-		found++
-		code, ok := known[sel.Sel.Name]
-		if !ok {
-			t.Errorf("%s: httpapi.go uses %s, which this test does not know: document it in %s and add it here",
-				fset.Position(sel.Pos()), sel.Sel.Name, openAPIPath)
-			return true
-		}
-		if !documented[strconv.Itoa(code)] {
-			t.Errorf("%s: status %d (%s) is not documented in %s", fset.Position(sel.Pos()), code, sel.Sel.Name, openAPIPath)
-		}
-		return true
-	})
+		})
+	}
 	if found == 0 {
-		t.Fatal("found no status constants in httpapi.go")
+		t.Fatal("found no status constants in the package's source")
 	}
 }
 
@@ -249,6 +259,13 @@ func (f fakeAuth) Resolve(context.Context, auth.Credentials) (auth.Resolution, e
 }
 
 func (f fakeAuth) Forget(store.KeyCheck) {}
+
+// brokenPopups is a broker that cannot be reached.
+type brokenPopups struct{}
+
+func (brokenPopups) Subscribe(context.Context, string, []string) (popup.Subscription, error) {
+	return nil, errors.New("broker unreachable")
+}
 
 // fakeIngest returns a fixed result or error.
 type fakeIngest struct {
@@ -270,6 +287,9 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 		Events: []ingest.EventEntry{{ID: "e", Type: "call_received", DedupeKey: "call_received:0"}}}
 	existing := created
 	existing.Calls = []ingest.CallEntry{{ID: "c", ProviderCallID: "a", Provider: "sip", CRMClients: []popup.Client{}}}
+	desk := auth.Principal{ClientID: "cwid_d", OrgID: "org_1", Scopes: []string{auth.ScopePopupsRead}}
+	mem := popup.NewMemory(popup.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
 
 	tests := []struct {
 		name         string
@@ -279,6 +299,7 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 		auth         fakeAuth
 		ingest       fakeIngest
 		ready        error
+		popups       httpapi.Popups
 		want         int
 		docMethod    string // the documented operation holding the status, when not method itself
 		documentedAt string // "-" when the status is documented in components only
@@ -301,6 +322,15 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 		{name: "readyz failing", method: "GET", path: "/readyz", ready: errors.New("down"), want: 503},
 		{name: "metrics", method: "GET", path: "/metrics", want: 200},
 		{name: "no such path", method: "GET", path: "/api/v1/calls", want: 404, documentedAt: "-"},
+		{name: "stream", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{p: desk}, want: 200},
+		{name: "stream bad locations", method: "GET", path: httpapi.PopupsStreamPath + "?locations=A", auth: fakeAuth{p: desk}, want: 400},
+		{name: "stream unauthenticated", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{err: &auth.Error{Kind: auth.KindUnauthenticated, Message: "no"}}, want: 401},
+		{name: "stream missing scope", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{p: fed}, want: 403},
+		{name: "stream broker down", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{p: desk}, popups: brokenPopups{}, want: 503},
+		{name: "stream store failure", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{err: errors.New("boom")}, want: 500},
+		{name: "stream method", method: "POST", path: httpapi.PopupsStreamPath, docMethod: "GET", want: 405},
+		{name: "desk", method: "GET", path: httpapi.DeskPath, want: 200},
+		{name: "desk method", method: "POST", path: httpapi.DeskPath, docMethod: "GET", want: 405},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,6 +340,7 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 				Auth: tt.auth, Ingest: tt.ingest, BaseContext: t.Context(), BodyLimit: 4096,
 				Ready:      func(context.Context) error { return tt.ready },
 				Registerer: reg, Gatherer: reg,
+				Popups: cmp.Or[httpapi.Popups](tt.popups, mem),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -345,7 +376,7 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 					t.Fatalf("components.responses.NotFound is missing")
 				}
 			} else {
-				op, ok := s.Paths[path][strings.ToLower(cmp.Or(tt.docMethod, method))]
+				op, ok := s.Paths[strings.Split(path, "?")[0]][strings.ToLower(cmp.Or(tt.docMethod, method))]
 				if !ok {
 					t.Fatalf("%s %s is not documented", method, path)
 				}

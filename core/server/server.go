@@ -1,6 +1,6 @@
 // Package server assembles a callwire server from its configuration: the store chosen by
-// database.url (PostgreSQL) or the embedded default, key authentication, the write pipeline and
-// the HTTP API.
+// database.url (PostgreSQL) or the embedded default, key authentication, the caller lookup, the
+// write pipeline and the HTTP API.
 package server
 
 import (
@@ -20,6 +20,8 @@ import (
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/lookup"
+	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres"
 	"github.com/callwire/callwire/core/store/sqlite"
@@ -72,15 +74,26 @@ type Server struct {
 	store    store.Store
 	log      *slog.Logger
 	shutdown time.Duration
+	broker   popup.Broker
+	// ownsBroker is whether New made the broker, and so Shutdown closes it.
+	ownsBroker bool
+	// stopStreams ends the open popup streams, which would otherwise hold Shutdown up.
+	stopStreams context.CancelFunc
 }
 
 // Options are what New needs beyond the configuration. Store and Logger are required.
 type Options struct {
 	Store  store.Store
 	Logger *slog.Logger
-	// Lookup and Publisher are the caller lookup and popup broker; nil leaves callers unknown
-	// and drops popups.
-	Lookup    ingest.CallerLookup
+	// Lookup is the caller lookup; nil means the HTTP lookup of core/lookup, which asks each
+	// organization's own endpoint (store.Org.Lookup) under the configuration's lookup.* settings.
+	Lookup ingest.CallerLookup
+	// Broker carries popups to the workstations; nil means the one the configuration names:
+	// Redis when broker.redis.url is set, otherwise the in-process broker. A broker made by New
+	// is closed by Shutdown; one given here is the caller's to close.
+	Broker popup.Broker
+	// Publisher, when not nil, receives the pipeline's popups instead of Broker (tests record
+	// them this way); Broker is still made and exposed.
 	Publisher ingest.Publisher
 	// Registry collects metrics; nil makes a fresh one.
 	Registry *prometheus.Registry
@@ -106,10 +119,46 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if o.Lookup == nil {
+		l, err := lookup.New(lookup.Options{
+			Orgs:            o.Store,
+			Timeout:         c.Lookup.Timeout,
+			CacheTTL:        c.Lookup.CacheTTL,
+			MissTTL:         c.Lookup.MissTTL,
+			CacheSize:       c.Lookup.CacheSize,
+			BreakerFailures: c.Lookup.BreakerFailures,
+			BreakerOpen:     c.Lookup.BreakerOpen,
+			Logger:          o.Logger,
+			Registerer:      reg,
+			Now:             o.Now,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		o.Lookup = l
+	}
+	broker, owned := o.Broker, false
+	if broker == nil {
+		b, err := OpenBroker(ctx, c, o.Logger, reg)
+		if err != nil {
+			return nil, err
+		}
+		broker, owned = b, true
+	}
+	built := false
+	defer func() {
+		if owned && !built {
+			broker.Close()
+		}
+	}()
+	publisher := o.Publisher
+	if publisher == nil {
+		publisher = broker
+	}
 	svc, err := ingest.New(ingest.Options{
 		Writer:     o.Store,
 		Lookup:     o.Lookup,
-		Publisher:  o.Publisher,
+		Publisher:  publisher,
 		Logger:     o.Logger,
 		Registerer: reg,
 		// Each lookup is bounded by its organization's timeout; this is only the outer cap.
@@ -121,6 +170,12 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	streams, stopStreams := context.WithCancel(ctx)
+	defer func() {
+		if !built {
+			stopStreams()
+		}
+	}()
 	app, err := httpapi.New(httpapi.Options{
 		Auth:           authn,
 		Ingest:         svc,
@@ -135,11 +190,43 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 		WriteTimeout:   c.Server.WriteTimeout,
 		IdleTimeout:    c.Server.IdleTimeout,
 		RetryAfter:     c.Server.RetryAfter,
+		Popups:         broker,
+		Heartbeat:      c.Popups.Heartbeat,
+		StreamContext:  streams,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	return &Server{app: app, store: o.Store, log: o.Logger, shutdown: c.Server.ShutdownTimeout}, nil
+	built = true
+	return &Server{app: app, store: o.Store, log: o.Logger, shutdown: c.Server.ShutdownTimeout,
+		broker: broker, ownsBroker: owned, stopStreams: stopStreams}, nil
+}
+
+// OpenBroker makes the popup broker the configuration names: Redis at broker.redis.url when it
+// is set, checked with a PING and with every Redis wait bounded by ingest.publish_timeout;
+// otherwise the in-process broker, which reaches only the workstations connected to this
+// process. Its metrics go to reg (nil registers nothing); log receives its warnings. It fails
+// when Redis cannot be reached. The caller closes the broker.
+func OpenBroker(ctx context.Context, c config.Config, log *slog.Logger, reg prometheus.Registerer) (popup.Broker, error) {
+	if c.Broker.Redis.URL == "" {
+		return popup.NewMemory(popup.MemoryOptions{Registerer: reg}), nil
+	}
+	r, err := popup.NewRedis(ctx, c.Broker.Redis.URL, popup.RedisOptions{
+		Registerer:   reg,
+		Logger:       log,
+		ReadTimeout:  c.Ingest.PublishTimeout,
+		WriteTimeout: c.Ingest.PublishTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: popup broker: %w", err)
+	}
+	return r, nil
+}
+
+// Broker is the server's popup broker: what its pipeline publishes to (unless Options.Publisher
+// replaced it) and what workstations' streams subscribe to.
+func (s *Server) Broker() popup.Broker {
+	return s.broker
 }
 
 // Serve answers requests on ln until Shutdown. It returns nil after a clean shutdown.
@@ -147,9 +234,18 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.app.Listener(ln)
 }
 
-// Shutdown stops taking connections and waits for in-flight requests, at most until ctx ends.
+// Shutdown ends the open popup streams (workstations reconnect, to another replica when there
+// is one), stops taking connections and waits for in-flight requests, at most until ctx ends,
+// then closes the popup broker if New made it (its subscriptions end).
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.app.ShutdownWithContext(ctx)
+	s.stopStreams()
+	err := s.app.ShutdownWithContext(ctx)
+	if s.ownsBroker {
+		if cerr := s.broker.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("server: close popup broker: %w", cerr))
+		}
+	}
+	return err
 }
 
 // Run listens on addr and serves until ctx is cancelled, then shuts down gracefully within the

@@ -141,7 +141,7 @@ func (e *Event) validate(ps *problems, p string) {
 			ps.add(lp, "must name at most "+strconv.Itoa(MaxLocations)+" locations")
 		}
 		for i, l := range e.Locations {
-			if !validToken(l, false) {
+			if !ValidLocation(l) {
 				ps.add(lp+"["+strconv.Itoa(i)+"]", "must be 1 to 64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")
 			}
 		}
@@ -300,6 +300,10 @@ func (pt *Party) validate(ps *problems, p string) {
 		checkText(ps, join(p, "uri"), pt.URI, MaxURILength)
 	}
 }
+
+// ValidLocation reports whether s may name a location (a workstation group): 1 to 64 characters
+// of a-z, 0-9, '_' or '-', starting with a letter or digit.
+func ValidLocation(s string) bool { return validToken(s, false) }
 
 // ValidE164 reports whether s is an E.164 number in its written form: '+', a country code that
 // does not start with 0, and at most 15 digits in all. It checks the form, not whether the number

@@ -1,0 +1,396 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/callwire/callwire/core/config"
+	"github.com/callwire/callwire/core/popup"
+	"github.com/callwire/callwire/core/popup/popuptest"
+	"github.com/callwire/callwire/core/server"
+	"github.com/callwire/callwire/core/store"
+)
+
+// syncBuffer is a log destination safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// replica runs one server on st with cfg, and returns it with an env whose organization and key
+// are fresh (org empty) or belong to org.
+func replica(t *testing.T, st store.Store, cfg config.Config, so server.Options, org, clientID, secret string) (*server.Server, *env) {
+	t.Helper()
+	so.Store = st
+	if so.Logger == nil {
+		so.Logger = slog.New(slog.DiscardHandler)
+	}
+	srv, err := server.New(context.WithoutCancel(t.Context()), cfg, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-done
+	})
+	e := &env{t: t, base: "http://" + ln.Addr().String(), st: st,
+		client: &http.Client{Timeout: 30 * time.Second}}
+	if org == "" {
+		e.org = e.newOrg("Riverside Clinic")
+		e.clientID, e.secret = e.newKey(e.org, nil, "org.calls.events")
+	} else {
+		e.org, e.clientID, e.secret = org, clientID, secret
+	}
+	return srv, e
+}
+
+func openStore(t *testing.T, b backend) store.Store {
+	t.Helper()
+	st, err := server.OpenStore(t.Context(), b.db(t))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func subscribeTo(t *testing.T, b popup.Broker, org string, locations ...string) popup.Subscription {
+	t.Helper()
+	s, err := b.Subscribe(t.Context(), org, locations)
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// metric returns the value of the sample line that starts with series on /metrics.
+func (e *env) metric(series string) float64 {
+	e.t.Helper()
+	r := e.do("GET", "/metrics", "")
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(r.raw)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		e.t.Fatalf("metric %s: %v", series, err)
+	}
+	return v
+}
+
+func TestInProcessBrokerIsTheDefault(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		cfg := config.Defaults()
+		srv, e := replica(t, st, cfg, server.Options{}, "", "", "")
+		if _, ok := srv.Broker().(*popup.Memory); !ok {
+			t.Fatalf("broker %T, want the in-process broker", srv.Broker())
+		}
+		main := subscribeTo(t, srv.Broker(), e.org, "main")
+		desks := subscribeTo(t, srv.Broker(), e.org, "front", "back")
+
+		r := e.post(ev("call_received", "mem-1", 0, ""))
+		if r.status != http.StatusCreated {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		p := popuptest.Receive(t, main)
+		if p.CallID != r.body.Calls[0].ID || p.OrgID != e.org || p.TraceID != r.header.Get("X-Trace-ID") ||
+			len(p.Locations) != 1 || p.Locations[0] != "main" || p.ProviderCallID != "mem-1" || p.Provider != "sip" {
+			t.Errorf("popup %+v", p)
+		}
+		// A retry does not ring again; the next call does, and only at its locations.
+		if r := e.post(ev("call_received", "mem-1", 0, "")); r.status != http.StatusOK {
+			t.Fatalf("retry: %d %s", r.status, r.raw)
+		}
+		e.post(ev("call_received", "mem-2", 0, `,"locations":["front","back"]`))
+		e.post(ev("call_received", "mem-3", 0, ""))
+		if p := popuptest.Receive(t, main); p.ProviderCallID != "mem-3" {
+			t.Errorf("main desk got %s, want mem-3 (the retry must not ring, mem-2 is not for main)", p.ProviderCallID)
+		}
+		if p := popuptest.Receive(t, desks); p.ProviderCallID != "mem-2" {
+			t.Errorf("front/back desk got %s, want mem-2 once", p.ProviderCallID)
+		}
+		e.post(ev("call_received", "mem-4", 0, `,"locations":["back"]`))
+		if p := popuptest.Receive(t, desks); p.ProviderCallID != "mem-4" {
+			t.Errorf("front/back desk got %s after mem-2, want mem-4", p.ProviderCallID)
+		}
+		if n := e.metric(`callwire_popups_total{outcome="published"}`); n != 4 {
+			t.Errorf("published %v, want 4", n)
+		}
+		if n := e.metric(`callwire_popups_total{outcome="repeat"}`); n != 1 {
+			t.Errorf("repeat %v, want 1", n)
+		}
+	})
+}
+
+func TestGivenBrokerIsUsedAndNotClosed(t *testing.T) {
+	st := openStore(t, backends()[0])
+	m := popup.NewMemory(popup.MemoryOptions{})
+	defer m.Close()
+	srv, e := replica(t, st, config.Defaults(), server.Options{Broker: m}, "", "", "")
+	if srv.Broker() != popup.Broker(m) {
+		t.Fatal("the given broker is not the server's")
+	}
+	s := subscribeTo(t, m, e.org, "main")
+	e.post(ev("call_received", "given", 0, ""))
+	popuptest.Receive(t, s)
+	sctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Publish(t.Context(), popuptest.Sample(e.org, "after", "main")); err != nil {
+		t.Errorf("the server closed a broker it was given: %v", err)
+	}
+}
+
+func TestUnreachableRedisRefusesToStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	cfg := config.Defaults()
+	cfg.Broker.Redis.URL = "redis://" + addr + "/0"
+	st := openStore(t, backends()[0])
+	start := time.Now()
+	_, err = server.New(t.Context(), cfg, server.Options{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "popup broker") {
+		t.Errorf("server.New with Redis unreachable: %v, want a popup broker error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("server.New took %v to give up on Redis", d)
+	}
+}
+
+// redisProxy forwards connections to Redis until it is cut (connections closed, new ones
+// refused: Redis stopped) or hung (connections kept open, nothing ever answered).
+type redisProxy struct {
+	addr   string
+	target string
+	ln     net.Listener
+	mu     sync.Mutex
+	hung   bool
+	conns  []net.Conn
+}
+
+func newRedisProxy(t *testing.T) (*redisProxy, string) {
+	t.Helper()
+	raw := popuptest.RedisURL(t)
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Fatalf("%s %q is not a URL with a host", popuptest.EnvRedisURL, raw)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &redisProxy{addr: ln.Addr().String(), target: u.Host, ln: ln}
+	go p.serve()
+	t.Cleanup(p.cut)
+	u.Host = p.addr
+	return p, u.String()
+}
+
+func (p *redisProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		hung := p.hung
+		p.conns = append(p.conns, c)
+		p.mu.Unlock()
+		if hung {
+			go io.Copy(io.Discard, c)
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, up)
+		p.mu.Unlock()
+		go p.pipe(up, c)
+		go p.pipe(c, up)
+	}
+}
+
+func (p *redisProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		hung := p.hung
+		p.mu.Unlock()
+		if n > 0 && !hung {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+func (p *redisProxy) cut() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *redisProxy) hang() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hung = true
+}
+
+func TestRedisDownCallStillRecorded(t *testing.T) {
+	for _, outage := range []string{"stopped", "hanging"} {
+		t.Run(outage, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b backend) {
+				p, redisURL := newRedisProxy(t)
+				st := openStore(t, b)
+				cfg := config.Defaults()
+				cfg.Broker.Redis.URL = redisURL
+				cfg.Ingest.PublishTimeout = 300 * time.Millisecond
+				logs := &syncBuffer{}
+				srv, e := replica(t, st, cfg, server.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))}, "", "", "")
+				if _, ok := srv.Broker().(*popup.Redis); !ok {
+					t.Fatalf("broker %T, want Redis", srv.Broker())
+				}
+				sub := subscribeTo(t, srv.Broker(), e.org, "main")
+				r := e.post(ev("call_received", "before", 0, ""))
+				if r.status != http.StatusCreated {
+					t.Fatalf("before the outage: %d %s", r.status, r.raw)
+				}
+				if got := popuptest.Receive(t, sub); got.ProviderCallID != "before" || got.TraceID != r.header.Get("X-Trace-ID") {
+					t.Fatalf("popup before the outage: %+v", got)
+				}
+
+				if outage == "stopped" {
+					p.cut()
+				} else {
+					p.hang()
+				}
+				for i := range 2 {
+					id := "during-" + strconv.Itoa(i)
+					start := time.Now()
+					r := e.post(ev("call_received", id, 0, `,"locations":["main","annex"]`))
+					if d := time.Since(start); d > 2*time.Second {
+						t.Errorf("%s: answered in %v with Redis %s (publish timeout 300ms)", id, d, outage)
+					}
+					if r.status != http.StatusCreated || !r.body.Calls[0].Created {
+						t.Fatalf("%s with Redis %s: %d %s", id, outage, r.status, r.raw)
+					}
+					if c, evs := e.call(e.org, "sip", id); c.ID != r.body.Calls[0].ID || len(evs) != 1 {
+						t.Errorf("%s: stored call %+v with %d events", id, c, len(evs))
+					}
+					trace := r.header.Get("X-Trace-ID")
+					missedLine := false
+					for _, line := range strings.Split(logs.String(), "\n") {
+						if strings.Contains(line, "popup missed") && strings.Contains(line, `"trace_id":"`+trace+`"`) {
+							missedLine = true
+						}
+					}
+					if !missedLine {
+						t.Errorf("%s: no 'popup missed' log line with trace_id %s in:\n%s", id, trace, logs.String())
+					}
+				}
+				if n := e.metric(`callwire_popups_total{outcome="missed"}`); n != 2 {
+					t.Errorf("missed %v, want 2", n)
+				}
+				if n := e.metric(`callwire_broker_popups_total{broker="redis",outcome="failed"}`); n != 2 {
+					t.Errorf("broker failed %v, want 2", n)
+				}
+				if outage == "stopped" {
+					// The workstation learns that its feed is gone.
+					popuptest.Ended(t, sub)
+					if sub.Err() == nil {
+						t.Error("subscription ended without an error")
+					}
+				}
+				// Other events are untouched by the broker.
+				if r := e.post(ev("call_ended", "during-0", 3, "")); r.status != http.StatusOK {
+					t.Errorf("call_ended with Redis %s: %d %s", outage, r.status, r.raw)
+				}
+			})
+		})
+	}
+}
+
+func TestPopupReachesAnotherReplica(t *testing.T) {
+	redisURL := popuptest.RedisURL(t)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		st := openStore(t, b)
+		cfg := config.Defaults()
+		cfg.Broker.Redis.URL = redisURL
+		srvA, a := replica(t, st, cfg, server.Options{}, "", "", "")
+		srvB, _ := replica(t, st, cfg, server.Options{}, a.org, a.clientID, a.secret)
+		onB := subscribeTo(t, srvB.Broker(), a.org, "front", "back")
+		onA := subscribeTo(t, srvA.Broker(), a.org, "front")
+
+		r := a.post(`{"type":"call_received","providerCallId":"cross","occurredAt":"` + at + `","locations":["front","back"],` +
+			`"call":{"direction":"inbound","from":{"number":"+442071234567","name":"Ada"},"to":{"kind":"extension","extension":"101"},"trunk":"t1"}}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		for name, s := range map[string]popup.Subscription{"replica B": onB, "replica A": onA} {
+			p := popuptest.Receive(t, s)
+			if p.CallID != r.body.Calls[0].ID || p.OrgID != a.org || p.ProviderCallID != "cross" ||
+				p.TraceID != r.header.Get("X-Trace-ID") || p.From == nil || p.From.Number != "+442071234567" ||
+				p.Trunk != "t1" || len(p.Locations) != 2 || p.ID == "" || p.OccurredAt.IsZero() || p.PublishedAt.IsZero() {
+				t.Errorf("%s received %+v", name, p)
+			}
+		}
+		// Named by two subscribed locations, it arrived once: the next popup is the next call.
+		a.post(ev("call_received", "cross-2", 0, `,"locations":["back"]`))
+		if p := popuptest.Receive(t, onB); p.ProviderCallID != "cross-2" {
+			t.Errorf("replica B then received %s, want cross-2", p.ProviderCallID)
+		}
+	})
+}
