@@ -96,6 +96,7 @@ type options struct {
 	cpuProfile  string
 	minRatio    float64
 	keepSchema  bool
+	popupPhase  time.Duration
 	analyze     bool
 }
 
@@ -114,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory for CPU profiles of the first measured round: server.pprof (the server, "+
 		"run as this program's copy of `callwire serve` with pprof), loadgen.pprof and ceiling.pprof (this process)")
+	fs.DurationVar(&o.popupPhase, "popup-phase", 10*time.Second, "length of the popup latency phase after the rounds (0 skips it)")
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
 	fs.Float64Var(&o.minRatio, "min-ratio", 0, "fail when the service/ceiling ratio is below this (0: report only)")
@@ -166,6 +168,8 @@ type report struct {
 	CeilingLatency       latencySummary            `json:"ceilingLatency"`
 	ServiceLatencyByKind map[string]latencySummary `json:"serviceLatencyByRequest"`
 	CeilingLatencyByKind map[string]latencySummary `json:"ceilingLatencyByRequest"`
+	// Popup is the popup phase's latency, when it ran.
+	Popup *popupReport `json:"popup,omitempty"`
 }
 
 type machine struct {
@@ -385,6 +389,18 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 		}
 	}
 
+	if o.popupPhase > 0 {
+		pr, pop, err := popupPhase(ctx, st, orgID, client, "http://"+srv.addr, spec("popups", o.popupPhase), mix,
+			doers["service"], 6*time.Second, logf)
+		if err != nil {
+			return fmt.Errorf("popup phase: %w", err)
+		}
+		sentCalls += pr.Calls
+		sentEvents += pr.Events
+		r.Popup = &pop
+		logf("popups: %d of %d arrived, p50 %.2fms p99 %.2fms", pop.Received, pop.Received+pop.Missing, pop.Latency.P50ms, pop.Latency.P99ms)
+	}
+
 	calls, events, err := countEvents(ctx, schemaURL)
 	if err != nil {
 		return err
@@ -506,6 +522,11 @@ func printReport(w io.Writer, r report) {
 		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t\n", n, sv.P50ms, sv.P99ms, ce.P50ms, ce.P99ms)
 	}
 	tw.Flush()
+	if p := r.Popup; p != nil {
+		fmt.Fprintf(w, "\npopup latency (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n")
+		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
+			p.Latency.P50ms, p.Latency.P99ms, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
+	}
 }
 
 func cores(c *float64) string {
