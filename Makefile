@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := bin/callwire
 PKGS  := ./...
 
-.PHONY: run build test vet fmt-check bench fuzz clean
+.PHONY: run build test vet fmt-check bench fuzz proto clean
 
 run: build
 	./$(BIN) serve
@@ -36,6 +36,27 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME); \
 	  done; \
 	done
+
+# Regenerate the translator protocol's Go code from plugins/internal/proto/translator.proto.
+# The code generators are the versions pinned in go.mod's tool block; protoc is Debian's
+# protobuf-compiler package, and its version is checked because it is written into the output.
+PROTO_DIR      := plugins/internal/proto
+PROTOC         ?= protoc
+PROTOC_VERSION := 3.21.12
+proto:
+	@set -e; \
+	got=$$($(PROTOC) --version 2>/dev/null | awk '{print $$2}'); \
+	if [ "$$got" != "$(PROTOC_VERSION)" ]; then \
+	  echo "make proto needs protoc $(PROTOC_VERSION) (apt-get install protobuf-compiler on Debian 12); found '$$got'"; exit 1; \
+	fi; \
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(GO) build -o "$$tmp/protoc-gen-go" google.golang.org/protobuf/cmd/protoc-gen-go; \
+	$(GO) build -o "$$tmp/protoc-gen-go-grpc" google.golang.org/grpc/cmd/protoc-gen-go-grpc; \
+	$(PROTOC) --plugin=protoc-gen-go="$$tmp/protoc-gen-go" --plugin=protoc-gen-go-grpc="$$tmp/protoc-gen-go-grpc" \
+	  -I $(PROTO_DIR) \
+	  --go_out=$(PROTO_DIR) --go_opt=paths=source_relative \
+	  --go-grpc_out=$(PROTO_DIR) --go-grpc_opt=paths=source_relative \
+	  $(PROTO_DIR)/translator.proto
 
 clean:
 	rm -rf bin

@@ -5,6 +5,61 @@
 // A translator author sees only plain Go: implement Translator, call Serve from main. The agent
 // sees a Host that runs translators as child processes and hands every event they emit to a Sink.
 // The wire types are internal.
+//
+// # Writing a translator
+//
+// A translator is an executable named callwire-translator-<name> whose main calls Serve:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"encoding/json"
+//		"log/slog"
+//		"time"
+//
+//		"github.com/callwire/callwire/plugins"
+//		"github.com/callwire/callwire/sdk/event"
+//	)
+//
+//	type pbx struct{}
+//
+//	func (pbx) Run(ctx context.Context, config json.RawMessage, out plugins.Emitter) error {
+//		var cfg struct{ Trunk string }
+//		if err := json.Unmarshal(config, &cfg); err != nil {
+//			return err
+//		}
+//		slog.Info("listening", "trunk", cfg.Trunk) // forwarded into the agent's log
+//		e := event.New(event.CallReceived, "call-1", time.Now(), event.Call{
+//			Direction: event.Inbound, From: event.E164("+442071234567"), To: event.E164("+442071234500"),
+//		})
+//		if err := out.Emit(ctx, e); err != nil { // returns once the agent has stored e
+//			return err
+//		}
+//		<-ctx.Done() // run until the agent stops the translator
+//		return nil
+//	}
+//
+//	func main() { plugins.Serve(pbx{}) }
+//
+// The agent launches it with the handshake, passes its configuration to Run, and restarts it with
+// backoff if it crashes or returns. A translator logs through log/slog's default logger and never
+// writes to stdout.
+//
+// # The protocol
+//
+// Translators speak hashicorp/go-plugin over gRPC: the host sets the environment variable
+// MagicCookieKey to MagicCookieValue and offers ProtocolVersion; the translator answers on stdout
+// with go-plugin's handshake line and serves the callwire.plugins.v1.Translator service. Events
+// cross the wire as canonical JSON (what event.Event marshals to), each acknowledged by the host
+// once its Sink has accepted or refused it. A translator in another language implements the same
+// handshake and service.
+//
+// # Built-in translators
+//
+// Translators built into the callwire binary still run out of process: BuiltinCommand gives the
+// command that re-executes the binary as `callwire translator <name>`, and that hidden subcommand
+// calls ServeBuiltin.
 package plugins
 
 import (
@@ -33,7 +88,9 @@ type Emitter interface {
 	// Emit returns nil once the agent has stored e durably: from then on the agent delivers it,
 	// even if the translator or the agent dies. An error means the event was not taken (it was
 	// invalid, or the agent is shutting down or its outbox is full); the translator decides
-	// whether to retry it.
+	// whether to retry it. The one exception: when ctx ends or the agent goes away before it
+	// answers, Emit cannot know whether the event was taken, and its error says so; emitting the
+	// event again is safe, because the core deduplicates it.
 	Emit(ctx context.Context, e event.Event) error
 }
 

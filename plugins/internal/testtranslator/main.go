@@ -1,0 +1,146 @@
+// Command testtranslator is a translator for the plugins package's tests. Its configuration says
+// what to do: how many events to emit, when to crash, what to log, whether to report itself
+// unhealthy, and how to behave when asked to stop. With -protocol N it answers the handshake with
+// protocol version N and serves nothing.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	plugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/callwire/callwire/plugins"
+	"github.com/callwire/callwire/sdk/event"
+)
+
+// config is the translator's configuration.
+type config struct {
+	Events     int      `json:"events"`     // how many events to emit, sequence 1..Events
+	CallID     string   `json:"callId"`     // the providerCallId of every event
+	CrashAfter int      `json:"crashAfter"` // exit with status 3 after this many events were taken
+	Invalid    []int    `json:"invalid"`    // sequences emitted with an invalid direction
+	Logs       []string `json:"logs"`       // logged at info when Run starts
+	Stdout     string   `json:"stdout"`     // printed to stdout when Run starts
+	Unhealthy  string   `json:"unhealthy"`  // the health check's error
+	Exit       bool     `json:"exit"`       // return nil once every event was emitted
+	Fail       string   `json:"fail"`       // return this error once every event was emitted
+	IgnoreStop bool     `json:"ignoreStop"` // keep running after the context ends
+	Farewell   bool     `json:"farewell"`   // emit one more event after the context ends
+}
+
+type translator struct {
+	unhealthy atomic.Value // string
+}
+
+func (t *translator) Health(context.Context) error {
+	if s, _ := t.unhealthy.Load().(string); s != "" {
+		return errors.New(s)
+	}
+	return nil
+}
+
+func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.Emitter) error {
+	var cfg config
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	t.unhealthy.Store(cfg.Unhealthy)
+	slog.Info("run started", "pid", os.Getpid(), "events", cfg.Events)
+	for _, l := range cfg.Logs {
+		slog.Info(l, "pid", os.Getpid())
+	}
+	if cfg.Stdout != "" {
+		fmt.Println(cfg.Stdout)
+	}
+	taken := 0
+	for seq := 1; seq <= cfg.Events; seq++ {
+		if err := emit(ctx, out, cfg, seq); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		taken++
+		if cfg.CrashAfter > 0 && taken >= cfg.CrashAfter {
+			slog.Warn("crashing on purpose", "after", taken)
+			os.Exit(3)
+		}
+	}
+	slog.Info("all events emitted", "taken", taken)
+	switch {
+	case cfg.Fail != "":
+		return errors.New(cfg.Fail)
+	case cfg.Exit:
+		return nil
+	}
+	<-ctx.Done()
+	slog.Info("asked to stop", "reason", context.Cause(ctx).Error())
+	if cfg.Farewell {
+		_ = emit(context.WithoutCancel(ctx), out, cfg, cfg.Events+1)
+	}
+	if cfg.IgnoreStop {
+		select {}
+	}
+	return ctx.Err()
+}
+
+func emit(ctx context.Context, out plugins.Emitter, cfg config, seq int) error {
+	e := event.New(event.CallReceived, cfg.CallID, time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC), event.Call{
+		Direction: event.Inbound,
+		From:      event.E164("+442071234567"),
+		To:        event.E164("+442071234500"),
+	})
+	e.Sequence = int64(seq)
+	for _, s := range cfg.Invalid {
+		if s == seq {
+			e.Call.Direction = "sideways"
+		}
+	}
+	err := out.Emit(ctx, e)
+	switch ve, invalid := event.AsValidationError(err); {
+	case err == nil:
+		slog.Info("emitted", "seq", seq)
+	case invalid:
+		slog.Warn("emit refused as invalid", "seq", seq, "field", ve.Problems[0].Field, "problem", ve.Problems[0].Message)
+	default:
+		var refused *plugins.RefusedError
+		slog.Warn("emit failed", "seq", seq, "error", err.Error(), "refused", errors.As(err, &refused))
+	}
+	return err
+}
+
+// nothing is a gRPC plugin serving no service, for the protocol mismatch test.
+type nothing struct{ plugin.NetRPCUnsupportedPlugin }
+
+func (nothing) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error { return nil }
+func (nothing) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, errors.New("not a client")
+}
+
+func main() {
+	protocol := flag.Int("protocol", plugins.ProtocolVersion, "protocol version to answer the handshake with")
+	flag.Parse()
+	if *protocol != plugins.ProtocolVersion {
+		plugin.Serve(&plugin.ServeConfig{
+			HandshakeConfig: plugin.HandshakeConfig{
+				ProtocolVersion:  uint(*protocol),
+				MagicCookieKey:   plugins.MagicCookieKey,
+				MagicCookieValue: plugins.MagicCookieValue,
+			},
+			Plugins:    plugin.PluginSet{"translator" + strconv.Itoa(*protocol): nothing{}},
+			GRPCServer: plugin.DefaultGRPCServer,
+		})
+		return
+	}
+	plugins.Serve(&translator{})
+}
