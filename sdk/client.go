@@ -218,6 +218,10 @@ type Error struct {
 	TraceID string
 	// Attempts is how many times the request was sent.
 	Attempts int
+	// RetryAfter is the wait the last response asked for in its Retry-After header (a 503 or
+	// 429), capped at 24 hours; zero when it asked for none. A caller that resends later must
+	// not resend sooner.
+	RetryAfter time.Duration
 	// Err is the transport error when no response arrived, or a local validation error.
 	Err error
 }
@@ -406,8 +410,12 @@ func (c *Client) post(ctx context.Context, body []byte) (Result, error) {
 	if f.Message == "" {
 		f.Message = strings.TrimSpace(string(bytes.TrimSpace(raw[:min(len(raw), 512)])))
 	}
+	var wait time.Duration
+	if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests {
+		wait, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
 	return Result{}, &Error{Status: resp.StatusCode, Code: f.Error, Message: f.Message, Problems: f.Problems,
-		MissingScopes: f.MissingScopes, TraceID: trace, Attempts: attempts}
+		MissingScopes: f.MissingScopes, TraceID: trace, Attempts: attempts, RetryAfter: wait}
 }
 
 // attemptsKey carries a request's attempt counter in its context, for the RequestLogHook.

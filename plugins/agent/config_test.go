@@ -1,0 +1,146 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/callwire/callwire/plugins/agent"
+)
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadLayers(t *testing.T) {
+	secret := writeFile(t, "secret", "  cwsk_from_file\n")
+	path := writeFile(t, "agent.yaml", `
+core:
+  url: https://calls.example.org
+  client_id: cwid_1
+  secret_file: `+secret+`
+outbox:
+  max_events: 500
+metrics:
+  listen: 127.0.0.1:9999
+translators:
+  - name: sip
+    builtin: sip
+    config:
+      listen: udp://0.0.0.0:5060
+      trunks: [a, b]
+      nested: {depth: 2}
+  - name: pbx
+    path: /usr/local/bin/callwire-translator-pbx
+    args: [--verbose]
+`)
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	fs.String("metrics-listen", "", "")
+	if err := fs.Parse([]string{"--metrics-listen", "127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CALLWIRE_AGENT_OUTBOX_MAX_EVENTS=700", "CALLWIRE_AGENT_DELIVERY_MAX_BACKOFF=2m",
+		"CALLWIRE_DATABASE_URL=ignored", "CALLWIRE_AGENT_NOSUCH=1"}
+	c, err := agent.Load(path, env, fs, map[string]string{"metrics-listen": "metrics.listen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Core.Secret != "cwsk_from_file" || c.Core.URL != "https://calls.example.org" || c.Core.ClientID != "cwid_1" {
+		t.Errorf("core %+v", c.Core)
+	}
+	if c.Outbox.MaxEvents != 700 || c.Outbox.Path != "data/agent-outbox.db" || c.Outbox.DeadLetter != "data/agent-dead-letter.jsonl" ||
+		c.Outbox.MaxBytes != 256<<20 {
+		t.Errorf("outbox %+v", c.Outbox)
+	}
+	if c.Delivery.MaxBackoff != 2*time.Minute || c.Delivery.MinBackoff != time.Second || c.Delivery.Workers != 2 {
+		t.Errorf("delivery %+v", c.Delivery)
+	}
+	if c.Metrics.Listen != "127.0.0.1:0" {
+		t.Errorf("metrics %+v", c.Metrics)
+	}
+	if len(c.Translators) != 2 || c.Translators[1].Path != "/usr/local/bin/callwire-translator-pbx" ||
+		strings.Join(c.Translators[1].Args, " ") != "--verbose" {
+		t.Fatalf("translators %+v", c.Translators)
+	}
+	raw, err := c.Translators[0].ConfigJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil || cfg["listen"] != "udp://0.0.0.0:5060" || len(cfg["trunks"].([]any)) != 2 {
+		t.Errorf("config block %s %v", raw, err)
+	}
+	if raw, _ := c.Translators[1].ConfigJSON(); string(raw) != "{}" {
+		t.Errorf("empty config block %s", raw)
+	}
+	specs, err := agent.Specs(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := specs[1].Command; strings.Join(got, " ") != "/usr/local/bin/callwire-translator-pbx --verbose" {
+		t.Errorf("path command %v", got)
+	}
+	if got := specs[0].Command; len(got) != 3 || got[1] != "translator" || got[2] != "sip" {
+		t.Errorf("builtin command %v", got)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	path := writeFile(t, "agent.yaml", `
+core:
+  url: ftp://x
+  secret: a
+  secret_file: /x
+outbox:
+  max_events: 0
+  max_bytes: 10
+delivery:
+  workers: 0
+  min_backoff: 0s
+metrics:
+  listen: nope
+log:
+  level: loud
+translators:
+  - name: ""
+    builtin: sip
+  - name: a b
+  - name: x
+    builtin: sip
+    path: /bin/x
+  - name: x
+    builtin: sip
+    args: [-v]
+`)
+	_, err := agent.Load(path, nil, nil, nil)
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	for _, want := range []string{"core.url", "core.secret: set core.secret or core.secret_file, not both", "core.client_id",
+		"outbox.max_events", "outbox.max_bytes", "delivery.workers", "delivery.min_backoff", "metrics.listen", "log.level",
+		"translators[0].name: is required", "translators[1].name", "translators[1]: needs builtin", "translators[2]: set builtin or path",
+		"translators[3].name: \"x\" is used", "translators[3].args"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if _, err := agent.Load("", nil, nil, nil); err == nil || !strings.Contains(err.Error(), "core.url: is required") {
+		t.Errorf("no configuration: %v", err)
+	}
+	empty := writeFile(t, "empty", "\n")
+	_, err = agent.Load("", []string{"CALLWIRE_AGENT_CORE_URL=http://x", "CALLWIRE_AGENT_CORE_BEARER=true",
+		"CALLWIRE_AGENT_CORE_SECRET_FILE=" + empty}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Errorf("empty secret file: %v", err)
+	}
+}
