@@ -64,8 +64,11 @@ func Serve(t Translator) {
 func ServeBuiltin(name string, builtins map[string]Translator) error {
 	t, ok := builtins[name]
 	if !ok || t == nil {
-		names := slices.Sorted(maps.Keys(builtins))
-		return fmt.Errorf("no built-in translator %q (built in: %s)", name, strings.Join(names, ", "))
+		names := strings.Join(slices.Sorted(maps.Keys(builtins)), ", ")
+		if names == "" {
+			names = "none"
+		}
+		return fmt.Errorf("no built-in translator %q (built in: %s)", name, names)
 	}
 	Serve(t)
 	return nil

@@ -47,7 +47,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().String("config", "", "configuration file (YAML)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newServe(), newMigrate(), newOrgs(), newKeys(), newAgent(), &cobra.Command{
+	root.AddCommand(newServe(), newMigrate(), newOrgs(), newKeys(), newAgent(), newTranslator(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  cobra.NoArgs,

@@ -44,7 +44,7 @@ type Core struct {
 	// Secret is the key's Client Secret. Exactly one of Secret and SecretFile is required.
 	Secret string `koanf:"secret"`
 	// SecretFile is a file holding the secret (surrounding white space is ignored); Load reads
-	// it into Secret.
+	// it into Secret and clears SecretFile.
 	SecretFile string `koanf:"secret_file"`
 	// Bearer sends the secret as "Authorization: Bearer <secret>" instead of the Client-ID and
 	// Client-Secret headers. Default false.
@@ -161,8 +161,8 @@ func defaultsMap() map[string]any {
 // Load builds the Config: defaults, then the YAML file at path (skipped when path is empty),
 // then CALLWIRE_AGENT_* variables from environ (os.Environ() in production), then the flags of
 // fs that were set on the command line (nil for none), each mapped to a key through flagKeys,
-// for example "core-url" → "core.url". It reads core.secret_file into Core.Secret and returns
-// the result validated: the error lists every problem.
+// for example "core-url" → "core.url". It reads core.secret_file into Core.Secret (clearing
+// Core.SecretFile) and returns the result validated: the error lists every problem.
 func Load(path string, environ []string, fs *pflag.FlagSet, flagKeys map[string]string) (Config, error) {
 	k := koanf.New(".")
 	if err := k.Load(confmap.Provider(defaultsMap(), "."), nil); err != nil {
@@ -217,6 +217,8 @@ func Load(path string, environ []string, fs *pflag.FlagSet, flagKeys map[string]
 		if c.Core.Secret == "" {
 			return Config{}, fmt.Errorf("invalid agent configuration: core.secret_file: %s is empty", c.Core.SecretFile)
 		}
+		// The secret is resolved: the result validates again (as Run does) with Secret alone.
+		c.Core.SecretFile = ""
 	}
 	return c, nil
 }

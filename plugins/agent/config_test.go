@@ -58,6 +58,9 @@ translators:
 	if c.Core.Secret != "cwsk_from_file" || c.Core.URL != "https://calls.example.org" || c.Core.ClientID != "cwid_1" {
 		t.Errorf("core %+v", c.Core)
 	}
+	if err := c.Validate(); err != nil { // Run validates what Load returned once more
+		t.Errorf("Load's result does not validate: %v", err)
+	}
 	if c.Outbox.MaxEvents != 700 || c.Outbox.Path != "data/agent-outbox.db" || c.Outbox.DeadLetter != "data/agent-dead-letter.jsonl" ||
 		c.Outbox.MaxBytes != 256<<20 {
 		t.Errorf("outbox %+v", c.Outbox)
