@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/plugins"
+	"github.com/callwire/callwire/plugins/translatortest"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -254,4 +255,24 @@ func FuzzParseLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestContract runs the translator through the contract check every translator should pass,
+// with its first event refused as a full outbox would.
+func TestContract(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config{Path: filepath.Join(dir, "calls.csv"), State: filepath.Join(dir, "calls.state"), Poll: "10ms"}
+	appendLines(t, cfg.Path,
+		"time,call_id,type,direction,from,to,sequence,detail\n",
+		"2026-11-20T09:30:00Z,c1,call_received,inbound,+442071234567,101,0\n",
+		"2026-11-20T09:30:05Z,c1,call_answered,inbound,+442071234567,101,1,101\n",
+		"2026-11-20T09:31:00Z,c1,call_ended,inbound,+442071234567,101,2,answered\n")
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := translatortest.Check(t, &translator{}, translatortest.Options{Config: raw, Want: 3, RefuseFirst: true})
+	if len(events) != 3 || events[0].Type != event.CallReceived || events[2].Type != event.CallEnded {
+		t.Errorf("events %+v", events)
+	}
 }
