@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,117 +15,17 @@ import (
 
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
+	"github.com/callwire/callwire/sdk/sdktest"
 )
 
-// faultProxy forwards TCP connections to Redis until it is cut (every connection closed, new ones
-// refused) or hung (every connection, old and new, kept open with nothing ever answered).
-type faultProxy struct {
-	addr   string
-	target string
-	ln     net.Listener
-
-	mu    sync.Mutex
-	hung  bool
-	conns []net.Conn
-}
-
-func newFaultProxy(t *testing.T, target string) *faultProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &faultProxy{addr: ln.Addr().String(), target: target, ln: ln}
-	go p.serve()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *faultProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		hung := p.hung
-		p.conns = append(p.conns, c)
-		p.mu.Unlock()
-		if hung {
-			go io.Copy(io.Discard, c)
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, up)
-		p.mu.Unlock()
-		go p.pipe(up, c)
-		go p.pipe(c, up)
-	}
-}
-
-// pipe copies from src to dst until the proxy hangs, then swallows what src sends.
-func (p *faultProxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			hung := p.hung
-			p.mu.Unlock()
-			if !hung {
-				if _, err := dst.Write(buf[:n]); err != nil {
-					return
-				}
-			}
-		}
-		if err != nil {
-			dst.Close()
-			return
-		}
-	}
-}
-
-// cut is Redis stopped: every connection is closed and new ones are refused.
-func (p *faultProxy) cut() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// hang is Redis accepting connections but never answering.
-func (p *faultProxy) hang() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.hung = true
-}
-
-// url is raw with its host replaced by the proxy's.
-func (p *faultProxy) url(t *testing.T, raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		t.Fatalf("%s %q is not a URL with a host", popuptest.EnvRedisURL, raw)
-	}
-	u.Host = p.addr
-	return u.String()
-}
-
-func proxied(t *testing.T) (*faultProxy, string) {
+func proxied(t *testing.T) (*sdktest.Proxy, string) {
 	raw := popuptest.RedisURL(t)
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		t.Fatalf("%s %q is not a URL with a host", popuptest.EnvRedisURL, raw)
 	}
-	p := newFaultProxy(t, u.Host)
-	return p, p.url(t, raw)
+	p := sdktest.NewProxy(t, u.Host)
+	return p, p.URL(raw)
 }
 
 // publishWithin publishes with a deadline of d and fails t unless Publish fails within about d.
@@ -159,7 +58,7 @@ func TestRedisStopped(t *testing.T) {
 		t.Fatalf("got %s", got.ID)
 	}
 
-	p.cut()
+	p.Cut()
 	for i := range 3 {
 		if err := publishWithin(t, r, popuptest.Sample(org, "during", "main"), 300*time.Millisecond); err == nil {
 			t.Fatalf("publish %d with Redis stopped succeeded", i)
@@ -191,7 +90,7 @@ func TestRedisHanging(t *testing.T) {
 	}
 	popuptest.Receive(t, sub)
 
-	p.hang()
+	p.Hang()
 	for i := range 3 {
 		if err := publishWithin(t, r, popuptest.Sample(org, "during", "main"), 300*time.Millisecond); err == nil {
 			t.Fatalf("publish %d with Redis hanging succeeded", i)

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
+	"github.com/callwire/callwire/sdk/sdktest"
 )
 
 func TestConcurrentIdenticalRetries(t *testing.T) {
@@ -98,83 +97,13 @@ func TestOppositeOrderBatchesDoNotDeadlock(t *testing.T) {
 	})
 }
 
-// proxy forwards TCP connections to a target until it is cut.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, target: target}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
-}
-
-// cut closes the listener and every connection: the database is gone.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// restore listens again on the same address.
-func (p *proxy) restore() {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatalf("proxy restore: %v", err)
-	}
-	p.serve(ln)
-}
-
-func viaProxy(t *testing.T, raw string) (string, *proxy) {
+func viaProxy(t *testing.T, raw string) (string, *sdktest.Proxy) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		t.Skipf("database URL %q is not a URL with a host; cannot put a proxy in front of it", raw)
 	}
-	p := newProxy(t, u.Host)
-	u.Host = p.addr
-	return u.String(), p
+	p := sdktest.NewProxy(t, u.Host)
+	return p.URL(raw), p
 }
 
 func expect503(t *testing.T, r reply, what string) {
@@ -196,7 +125,7 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 	if r := e.post(ev("call_received", "down-0", 0, "")); r.status != 201 {
 		t.Fatalf("before the outage: %d %s", r.status, r.raw)
 	}
-	p.cut()
+	p.Cut()
 	for i, body := range []string{ev("call_received", "down-1", 0, ""), ev("call_ended", "down-2", 3, "")} {
 		start := time.Now()
 		expect503(t, e.post(body), "database down "+strconv.Itoa(i))
@@ -207,7 +136,7 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 	if r := e.do("GET", "/readyz", ""); r.status != 503 {
 		t.Errorf("readyz while down: %d", r.status)
 	}
-	p.restore()
+	p.Restore()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := e.post(ev("call_ended", "down-2", 3, ""))

@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/sdk/sdktest"
 )
 
 // syncBuffer is a log destination safe for concurrent writers.
@@ -198,95 +198,16 @@ func TestUnreachableRedisRefusesToStart(t *testing.T) {
 	}
 }
 
-// redisProxy forwards connections to Redis until it is cut (connections closed, new ones
-// refused: Redis stopped) or hung (connections kept open, nothing ever answered).
-type redisProxy struct {
-	addr   string
-	target string
-	ln     net.Listener
-	mu     sync.Mutex
-	hung   bool
-	conns  []net.Conn
-}
-
-func newRedisProxy(t *testing.T) (*redisProxy, string) {
+// newRedisProxy puts a proxy in front of the test Redis and returns it with the URL through it.
+func newRedisProxy(t *testing.T) (*sdktest.Proxy, string) {
 	t.Helper()
 	raw := popuptest.RedisURL(t)
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		t.Fatalf("%s %q is not a URL with a host", popuptest.EnvRedisURL, raw)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &redisProxy{addr: ln.Addr().String(), target: u.Host, ln: ln}
-	go p.serve()
-	t.Cleanup(p.cut)
-	u.Host = p.addr
-	return p, u.String()
-}
-
-func (p *redisProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		hung := p.hung
-		p.conns = append(p.conns, c)
-		p.mu.Unlock()
-		if hung {
-			go io.Copy(io.Discard, c)
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, up)
-		p.mu.Unlock()
-		go p.pipe(up, c)
-		go p.pipe(c, up)
-	}
-}
-
-func (p *redisProxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		p.mu.Lock()
-		hung := p.hung
-		p.mu.Unlock()
-		if n > 0 && !hung {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			dst.Close()
-			return
-		}
-	}
-}
-
-func (p *redisProxy) cut() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *redisProxy) hang() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.hung = true
+	p := sdktest.NewProxy(t, u.Host)
+	return p, p.URL(raw)
 }
 
 func TestRedisDownCallStillRecorded(t *testing.T) {
@@ -313,9 +234,9 @@ func TestRedisDownCallStillRecorded(t *testing.T) {
 				}
 
 				if outage == "stopped" {
-					p.cut()
+					p.Cut()
 				} else {
-					p.hang()
+					p.Hang()
 				}
 				for i := range 2 {
 					id := "during-" + strconv.Itoa(i)

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -537,89 +536,20 @@ func TestTranslatorKilled(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP connections to a target until it is cut.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, target: target}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
-}
-
-// cut closes the listener and every connection: the network is gone.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// restore listens again on the same address.
-func (p *proxy) restore() {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatalf("proxy restore: %v", err)
-	}
-	p.serve(ln)
-}
-
 // TestNetworkCut: the connection between agent and core is cut while lines flow and stays down
 // for five seconds; the agent queues, and once the network is back everything lands exactly once.
 func TestNetworkCut(t *testing.T) {
 	c := newCore(t)
-	p := newProxy(t, c.addr)
+	p := sdktest.NewProxy(t, c.addr)
 	dir := t.TempDir()
 	l := newCallLog(t, dir)
-	writeAgentConfig(t, dir, "http://"+p.addr, c.id, c.key)
+	writeAgentConfig(t, dir, "http://"+p.Addr(), c.id, c.key)
 	a := startAgent(t, dir)
 	wait := l.feed(80, 50*time.Millisecond)
 	eventually(t, 10*time.Second, "the core to acknowledge some events", func() bool {
 		return a.metric(t, "callwire_agent_events_sent_total") >= 12
 	})
-	p.cut()
+	p.Cut()
 	down := time.Now()
 	eventually(t, 5*time.Second, "events to queue in the outbox while the network is down", func() bool {
 		return a.metric(t, "callwire_agent_events_queued") > 0
@@ -627,7 +557,7 @@ func TestNetworkCut(t *testing.T) {
 	// The outage lasts five seconds, while the call log keeps growing.
 	time.Sleep(time.Until(down.Add(5 * time.Second)))
 	queued := a.metric(t, "callwire_agent_events_queued")
-	p.restore()
+	p.Restore()
 	wait()
 	exactlyOnce(t, c, a, l)
 	t.Logf("%v events were queued at the end of the outage", queued)
