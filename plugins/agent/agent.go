@@ -461,8 +461,11 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 		a.m.requests.WithLabelValues("sent").Inc()
 		if err := a.o.Outbox.Ack(settle, ids); err != nil {
 			// The core has them; they stay stored and are sent again, which the core dedupes.
-			a.log.Error("agent: acknowledging sent events in the outbox", "err", err, "events", len(ids))
+			// Pause first, so that a failing disk does not turn into a resend loop.
+			d := a.backOff(0)
 			a.o.Outbox.Release(ids)
+			a.log.Error("agent: acknowledging sent events in the outbox", "err", err, "events", len(ids),
+				"retry_in", d.Round(time.Millisecond).String())
 			return
 		}
 		a.forget(ids)
@@ -477,14 +480,17 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 	}
 	switch {
 	case se.Status == 0 || se.Retryable() || (se.Status >= 200 && se.Status < 300):
-		// No answer, 5xx, 429, or a 2xx that was not a success body: keep and retry.
-		a.o.Outbox.Release(ids)
+		// No answer, 5xx, 429, or a 2xx that was not a success body: keep and retry. The pause
+		// is set before the events are released, so that no other worker sends them (or anything
+		// else) sooner than Retry-After.
 		if ctx.Err() != nil {
+			a.o.Outbox.Release(ids)
 			return
 		}
+		d := a.backOff(se.RetryAfter)
+		a.o.Outbox.Release(ids)
 		a.m.requests.WithLabelValues("retry").Inc()
 		a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Retried }, a.m.retried)
-		d := a.backOff(se.RetryAfter)
 		level := slog.LevelWarn
 		if se.Status == 503 && se.RetryAfter > 0 {
 			level = slog.LevelInfo
@@ -495,13 +501,14 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 		se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed ||
 		se.Status == http.StatusRequestTimeout:
 		// The credential or the address is wrong, not the events: keep them until it is fixed.
-		a.o.Outbox.Release(ids)
 		if ctx.Err() != nil {
+			a.o.Outbox.Release(ids)
 			return
 		}
+		d := a.backOff(0)
+		a.o.Outbox.Release(ids)
 		a.m.requests.WithLabelValues("refused_config").Inc()
 		a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Retried }, a.m.retried)
-		d := a.backOff(0)
 		what := "the credential (core.client_id, core.secret) was refused"
 		switch se.Status {
 		case http.StatusForbidden:
@@ -529,9 +536,9 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 		a.m.requests.WithLabelValues("dead_letter").Inc()
 		r := outbox.Reason{Status: se.Status, Code: se.Code, Message: se.Message, TraceID: se.TraceID}
 		if err := a.o.Outbox.DeadLetter(settle, ids, r); err != nil {
-			a.log.Error("agent: dead-lettering a refused event", "err", err)
+			d := a.backOff(0)
 			a.o.Outbox.Release(ids)
-			sleep(ctx, a.o.MinBackoff)
+			a.log.Error("agent: dead-lettering a refused event", "err", err, "retry_in", d.Round(time.Millisecond).String())
 			return
 		}
 		a.forget(ids)

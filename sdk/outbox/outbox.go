@@ -295,7 +295,12 @@ func (o *Outbox) Add(ctx context.Context, source string, e event.Event) error {
 		return fmt.Errorf("outbox: add: %w: %d events and %d bytes stored, limits %d and %d",
 			ErrFull, o.count, o.bytes, o.max, o.maxBytes)
 	}
-	_, err = o.db.ExecContext(ctx, `INSERT INTO outbox (source, call_key, type, body, size, added_at)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("outbox: add: %w", err)
+	}
+	// Once begun, the insert runs to its end: a context ending mid-way could otherwise report
+	// an insert that did commit as failed, and the event would be stored but not counted.
+	_, err = o.db.ExecContext(context.WithoutCancel(ctx), `INSERT INTO outbox (source, call_key, type, body, size, added_at)
 		VALUES (?, ?, ?, ?, ?, ?)`, source, CallKey(&e), string(e.Type), body, len(body), time.Now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("outbox: add: %w", err)
