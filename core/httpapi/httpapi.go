@@ -319,6 +319,7 @@ func (a *api) postEvents(c *fiber.Ctx) error {
 	refuse := func(answer func() error) error {
 		if !rs.Verified {
 			if _, err := a.o.Auth.Authenticate(ctx, creds); err != nil {
+				a.o.Auth.Forget(rs.Check)
 				return a.authFailure(c, tr, err)
 			}
 		}
@@ -326,6 +327,13 @@ func (a *api) postEvents(c *fiber.Ctx) error {
 	}
 	if err := auth.RequireFederated(p); err != nil {
 		return refuse(func() error { return a.authFailure(c, tr, err) })
+	}
+	// A key that may post no event type at all is refused before its body is read: 403, not
+	// whatever the body would earn.
+	if !holdsAnyEventScope(p) {
+		return refuse(func() error {
+			return a.authFailure(c, tr, auth.RequireEventScopes(p, []string{string(event.CallReceived)}))
+		})
 	}
 	if msg := checkContentType(c.Get(fiber.HeaderContentType)); msg != "" {
 		return refuse(func() error { return a.fail(c, fiber.StatusBadRequest, msg, nil) })
@@ -426,4 +434,14 @@ func marshalNoEscape(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// holdsAnyEventScope reports whether the principal may post at least one event type.
+func holdsAnyEventScope(p auth.Principal) bool {
+	for _, t := range event.Types() {
+		if p.Allows(auth.EventScope(string(t))) {
+			return true
+		}
+	}
+	return false
 }

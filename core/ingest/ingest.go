@@ -44,7 +44,7 @@ type Publisher interface {
 // Writer is the part of the store the pipeline needs.
 type Writer interface {
 	WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error)
-	KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]bool, error)
+	Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error)
 }
 
 // ErrNoLookup is what a CallerLookup returns for an organization with no client system set up.
@@ -120,7 +120,7 @@ func New(o Options) (*Service, error) {
 			Name: "callwire_calls_created_total", Help: "Calls created.",
 		}),
 		popups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callwire_popups_total", Help: "Popups by outcome: published, missed (broker failed), repeat (already on file), dropped (no broker configured).",
+			Name: "callwire_popups_total", Help: "Popups by outcome: published, missed (broker failed), repeat (already on file), late (the call had already rung or moved on), dropped (no broker configured).",
 		}, []string{"outcome"}),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callwire_lookups_total", Help: "Caller lookups by outcome.",
@@ -238,19 +238,32 @@ func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID str
 	if len(ringing) == 0 {
 		return nil
 	}
-	known, err := s.opts.Writer.KnownEvents(ctx, orgID, refs, check)
+	known, err := s.opts.Writer.Ringing(ctx, orgID, refs, check)
 	if err != nil {
 		return s.storeError("check events on file", err)
 	}
 	var wg sync.WaitGroup
 	for i, pc := range ringing {
-		if i < len(known) && known[i] {
+		if i < len(known) && known[i].Known {
 			s.metrics.popups.WithLabelValues("repeat").Inc()
+			continue
+		}
+		if i < len(known) && known[i].State >= store.StateRinging {
+			// The call already rang, or was answered or ended: a late call_received does not
+			// move it, and does not light the desks (the state only climbs).
+			s.metrics.popups.WithLabelValues("late").Inc()
 			continue
 		}
 		wg.Add(1)
 		go func(pc *plannedCall, ref store.EventRef) {
 			defer wg.Done()
+			defer func() {
+				// A lookup or broker that panics costs the popup, never the call.
+				if r := recover(); r != nil {
+					s.metrics.popups.WithLabelValues("missed").Inc()
+					log.Error("popup: recovered from a panic; the call is still recorded", "panic", fmt.Sprint(r))
+				}
+			}()
 			e := &events[pc.received].Event
 			clients, outcome := s.lookup(ctx, log, orgID, e)
 			if outcome != popup.LookupFailed && outcome != popup.LookupNotSet {

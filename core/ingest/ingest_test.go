@@ -152,6 +152,7 @@ type recorder struct {
 	steps  []string
 	known  map[string]bool
 	calls  map[string]json.RawMessage // callID -> stored clients
+	states map[string]store.State     // callID -> stored state
 	events map[string]string          // callID/dedupe -> id
 
 	lookupErr  error
@@ -162,7 +163,7 @@ type recorder struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{known: map[string]bool{}, calls: map[string]json.RawMessage{}, events: map[string]string{}}
+	return &recorder{known: map[string]bool{}, calls: map[string]json.RawMessage{}, states: map[string]store.State{}, events: map[string]string{}}
 }
 
 func (r *recorder) step(s string) {
@@ -194,12 +195,14 @@ func (r *recorder) Publish(ctx context.Context, p popup.Popup) error {
 	return r.publishErr
 }
 
-func (r *recorder) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, _ *store.KeyCheck) ([]bool, error) {
+func (r *recorder) Ringing(ctx context.Context, orgID string, refs []store.EventRef, _ *store.KeyCheck) ([]store.Ringing, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]bool, len(refs))
+	out := make([]store.Ringing, len(refs))
 	for i, ref := range refs {
-		_, out[i] = r.events[CallID(orgID, ref.Provider, ref.ProviderCallID)+"/"+ref.DedupeKey]
+		id := CallID(orgID, ref.Provider, ref.ProviderCallID)
+		_, out[i].Known = r.events[id+"/"+ref.DedupeKey]
+		out[i].State = r.states[id]
 	}
 	return out, nil
 }
@@ -218,6 +221,7 @@ func (r *recorder) WriteCalls(ctx context.Context, w store.Write) ([]store.CallR
 			stored = c.Clients
 		}
 		r.calls[c.ID] = stored
+		r.states[c.ID] = max(r.states[c.ID], c.State)
 		res := store.CallResult{ID: c.ID, Created: !exists, Clients: stored}
 		for _, e := range c.Events {
 			k := c.ID + "/" + e.DedupeKey

@@ -385,3 +385,34 @@ func TestRevocationBeatsCachedKeyFacts(t *testing.T) {
 		e.absent(e.org, "sip", "after-expiry")
 	})
 }
+
+// TestFixesFromReview pins three rules of the contract: a late call_received does not light the
+// desk of a call that already moved on; a providerEventId cannot pose as another event's
+// type:sequence key; a key that may post no event type gets 403 whatever its body.
+func TestFixesFromReview(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := start(t, b.db(t))
+		if r := e.post(ev("call_ended", "late", 3, "")); r.status != 201 {
+			t.Fatalf("ended: %d %s", r.status, r.raw)
+		}
+		before := e.popups.count()
+		if r := e.post(ev("call_received", "late", 0, "")); r.status != 200 || r.body.Events[0].Duplicate {
+			t.Fatalf("late ringing: %d %s", r.status, r.raw)
+		}
+		if e.popups.count() != before {
+			t.Error("a late call_received lit the desk of an ended call")
+		}
+		if c, _ := e.call(e.org, "sip", "late"); c.State != store.StateEnded {
+			t.Errorf("state %v", c.State)
+		}
+		if r := e.post(ev("call_hold", "pose", 1, `,"providerEventId":"call_received:0"`)); r.status != 400 || len(r.body.Fields) != 1 || r.body.Fields[0].Field != "providerEventId" {
+			t.Errorf("posing providerEventId: %d %s", r.status, r.raw)
+		}
+		pid, psecret := e.newKey(e.org, nil, "org.popups.read")
+		for _, body := range []string{`{"type":`, ev("call_received", "x", 0, "")} {
+			if r := e.postAs(pid, psecret, body); r.status != 403 {
+				t.Errorf("key without event scopes, body %.20q: %d %s", body, r.status, r.raw)
+			}
+		}
+	})
+}

@@ -201,6 +201,14 @@ type EventRef struct {
 	DedupeKey      string
 }
 
+// Ringing is what the store knows, before a popup, of one call_received.
+type Ringing struct {
+	// Known is true when the event is on file.
+	Known bool
+	// State is the state the event's call has reached; StateUnknown when there is no call.
+	State State
+}
+
 // Call is a stored call record.
 type Call struct {
 	ID             string
@@ -247,6 +255,11 @@ type Store interface {
 	// KnownEvents reports, for each ref in order, whether that event is on file for the
 	// organization. A non-nil check must pass first, or it fails with ErrKeyRejected.
 	KnownEvents(ctx context.Context, orgID string, refs []EventRef, check *KeyCheck) ([]bool, error)
+	// Ringing reports, for each ref in order, whether that event is on file and the state its
+	// call has reached (StateUnknown when there is no such call): what decides whether a
+	// call_received still rings. A non-nil check must pass first, or it fails with
+	// ErrKeyRejected.
+	Ringing(ctx context.Context, orgID string, refs []EventRef, check *KeyCheck) ([]Ringing, error)
 	// GetCall returns the call and its events ordered by (sequence, OrderAt, ReceivedAt, ID), or
 	// ErrNotFound.
 	GetCall(ctx context.Context, orgID, provider, providerCallID string) (Call, []Event, error)

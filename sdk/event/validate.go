@@ -128,6 +128,9 @@ func (e *Event) validate(ps *problems, p string) {
 	}
 	if e.ProviderEventID != "" {
 		checkID(ps, join(p, "providerEventId"), e.ProviderEventID, false)
+		if looksLikeSequenceKey(e.ProviderEventID) {
+			ps.add(join(p, "providerEventId"), "must not have the form <event type>:<number>, which is the dedupe key of an event without an id: it would be taken for that event")
+		}
 	}
 	if e.Observer != "" && !e.Observer.Valid() {
 		ps.add(join(p, "observer"), "must be one of endpoint, proxy, pbx_api, got "+strconv.Quote(string(e.Observer)))
@@ -403,4 +406,19 @@ func typeList() string {
 		b.WriteString(string(t))
 	}
 	return b.String()
+}
+
+// looksLikeSequenceKey reports whether id has the form "<event type>:<digits>", the dedupe key
+// the vocabulary gives an event without a providerEventId.
+func looksLikeSequenceKey(id string) bool {
+	t, n, ok := strings.Cut(id, ":")
+	if !ok || n == "" || !Type(t).Valid() {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -124,6 +124,10 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 		case codeKeyRejected:
 			return nil, fmt.Errorf("postgres: write calls: %w", store.ErrKeyRejected)
 		case codeUniqueViolation:
+			if isCallIDRace(err) {
+				// Still losing the race after every try: transient, the resend will find the call.
+				return nil, fmt.Errorf("postgres: write calls: %w: %w", store.ErrUnavailable, err)
+			}
 			// Not a race after all: an ID the caller made is taken.
 			return nil, fmt.Errorf("postgres: write calls: %w: %w", store.ErrConflict, err)
 		case codeForeignKeyViolation:
@@ -246,13 +250,27 @@ func nullJSON(v json.RawMessage) any {
 // KnownEvents reports, for each ref in order, whether that event is on file for the
 // organization. It reads the database once.
 func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]bool, error) {
-	known := make([]bool, len(refs))
+	rs, err := s.Ringing(ctx, orgID, refs, check)
+	if err != nil {
+		return nil, err
+	}
+	known := make([]bool, len(rs))
+	for i, r := range rs {
+		known[i] = r.Known
+	}
+	return known, nil
+}
+
+// Ringing reports, for each ref in order, whether the event is on file and its call's state.
+// See store.Store.
+func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
+	out := make([]store.Ringing, len(refs))
 	if len(refs) == 0 && check == nil {
-		return known, nil
+		return out, nil
 	}
 	conn, err := s.acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: known events: %w", err)
+		return nil, fmt.Errorf("postgres: ringing: %w", err)
 	}
 	defer conn.Release()
 	// One equality lookup per ref, all in one batch: each is two unique-index probes, a plan the
@@ -262,22 +280,30 @@ func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.Even
 	queueCheck(b, check)
 	for _, r := range refs {
 		b.Queue(`SELECT EXISTS (
-			SELECT 1 FROM calls c JOIN call_events e ON e.org_id = c.org_id AND e.call_id = c.id
-			WHERE c.org_id = $1 AND c.provider = $2 AND c.provider_call_id = $3 AND e.dedupe_key = $4)`,
+				SELECT 1 FROM call_events e WHERE e.org_id = c.org_id AND e.call_id = c.id AND e.dedupe_key = $4),
+			c.state
+			FROM calls c WHERE c.org_id = $1 AND c.provider = $2 AND c.provider_call_id = $3`,
 			orgID, r.Provider, r.ProviderCallID, r.DedupeKey)
 	}
 	br := conn.SendBatch(ctx, b)
 	err = readCheck(br, check)
 	for i := 0; i < len(refs) && err == nil; i++ {
-		err = br.QueryRow().Scan(&known[i])
+		var state int16
+		switch serr := br.QueryRow().Scan(&out[i].Known, &state); {
+		case errors.Is(serr, pgx.ErrNoRows):
+		case serr != nil:
+			err = serr
+		default:
+			out[i].State = store.State(state)
+		}
 	}
 	if err = cmp.Or(err, br.Close()); err != nil {
 		if pgCode(err) == codeKeyRejected {
-			return nil, fmt.Errorf("postgres: known events: %w", store.ErrKeyRejected)
+			return nil, fmt.Errorf("postgres: ringing: %w", store.ErrKeyRejected)
 		}
-		return nil, fmt.Errorf("postgres: known events: %w", classify(ctx, conn, err))
+		return nil, fmt.Errorf("postgres: ringing: %w", classify(ctx, conn, err))
 	}
-	return known, nil
+	return out, nil
 }
 
 // codeKeyRejected is the SQLSTATE callwire_check_key raises when a KeyCheck fails.

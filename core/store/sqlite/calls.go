@@ -295,3 +295,27 @@ func checkKey(ctx context.Context, q querier, c *store.KeyCheck) error {
 	}
 	return err
 }
+
+// Ringing reports, for each ref in order, whether the event is on file and its call's state.
+// See store.Store.
+func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
+	known, err := s.KnownEvents(ctx, orgID, refs, check)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Ringing, len(refs))
+	for i, r := range refs {
+		out[i].Known = known[i]
+		var state int64
+		err := s.reader.QueryRowContext(ctx, `SELECT state FROM calls WHERE org_id = ? AND provider = ? AND provider_call_id = ?`,
+			orgID, r.Provider, r.ProviderCallID).Scan(&state)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return nil, wrapErr(ctx, "ringing", err)
+		default:
+			out[i].State = store.State(state)
+		}
+	}
+	return out, nil
+}

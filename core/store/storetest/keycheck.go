@@ -90,3 +90,34 @@ func keyCheckTests() []contractTest {
 		}},
 	}
 }
+
+// ringingTests covers Ringing: whether an event is on file, and the state its call reached.
+func ringingTests() []contractTest {
+	return []contractTest{
+		{"RingingReportsEventAndState", func(t *testing.T, s store.Store) {
+			org := newOrg(t, s)
+			write(t, s, store.Write{OrgID: org, ReceivedAt: at(1), Calls: []store.CallWrite{
+				cw("sip", "ended", store.StateEnded, ev("call_ended", 3, at(1))),
+				cw("sip", "rang", store.StateRinging, ev("call_received", 0, at(1))),
+			}})
+			refs := []store.EventRef{
+				{Provider: "sip", ProviderCallID: "ended", DedupeKey: "call_received:0"},
+				{Provider: "sip", ProviderCallID: "rang", DedupeKey: "call_received:0"},
+				{Provider: "sip", ProviderCallID: "new", DedupeKey: "call_received:0"},
+			}
+			got, err := s.Ringing(t.Context(), org, refs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []store.Ringing{{Known: false, State: store.StateEnded}, {Known: true, State: store.StateRinging}, {}}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("Ringing[%d] = %+v, want %+v", i, got[i], want[i])
+				}
+			}
+			if other, err := s.Ringing(t.Context(), newOrg(t, s), refs, nil); err != nil || other[0] != (store.Ringing{}) {
+				t.Errorf("another organization sees %+v, %v", other, err)
+			}
+		}},
+	}
+}
