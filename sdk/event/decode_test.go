@@ -253,7 +253,7 @@ func decodeCases() []decodeCase {
 		{"sipCode past int32", evt("call_ended", `"sipCode":10000000000`), []string{"sipCode|out of range"}},
 		{"sipReason too long", evt("call_ended", `"sipReason":"`+strings.Repeat("é", 257)+`"`), []string{"sipReason|at most 256"}},
 		{"answeredBy too long", evt("call_answered", `"answeredBy":"`+strings.Repeat("1", 65)+`"`), []string{"answeredBy|at most 64"}},
-		{"to party without extension", evt("call_transferred", `"to":{"kind":"extension"}`), []string{"to.extension|required"}},
+		{"to party without extension accepted", evt("call_transferred", `"to":{"kind":"extension"}`), nil},
 		{"to party bad number", evt("call_transferred", `"to":{"number":"0207"}`), []string{"to.number|E.164"}},
 		{"to party unknown field", evt("call_transferred", `"to":{"number":"+442071234567","label":"x"}`), []string{"to.label|not a field of a party"}},
 		{"url relative", evt("call_recorded", `"url":"/rec/c-1.wav"`), []string{"url|absolute http or https"}},
@@ -292,10 +292,10 @@ func decodeCases() []decodeCase {
 		{"unknown without number", withCall(`{"direction":"inbound","from":{"kind":"unknown","uri":"sip:garbage@pbx"}}`, ""), nil},
 		{"unknown with number", withCall(`{"direction":"inbound","from":{"kind":"unknown","number":"+442071234567"}}`, ""), []string{"call.from.number|null for kind unknown"}},
 		{"extension with extension", withCall(`{"direction":"internal","from":{"kind":"extension","extension":"101"},"to":{"kind":"extension","extension":"102","name":"Reception"}}`, ""), nil},
-		{"extension without extension", withCall(`{"direction":"internal","from":{"kind":"extension","number":"+442071234567"}}`, ""), []string{"call.from.extension|required for kind extension"}},
-		{"default kind needs number", withCall(`{"direction":"inbound","from":{"name":"Jane"}}`, ""), []string{"call.from.number|required for kind e164"}},
-		{"empty party needs number", withCall(`{"direction":"inbound","to":{}}`, ""), []string{"call.to.number|required"}},
-		{"kind e164 needs number", withCall(`{"direction":"inbound","from":{"kind":"e164","uri":"sip:x@y"}}`, ""), []string{"call.from.number|required"}},
+		{"extension kind without extension accepted", withCall(`{"direction":"internal","from":{"kind":"extension","number":"+442071234567"}}`, ""), nil},
+		{"default kind without a number", withCall(`{"direction":"inbound","from":{"name":"Jane"}}`, ""), nil},
+		{"empty party accepted", withCall(`{"direction":"inbound","to":{}}`, ""), nil},
+		{"kind e164 without a number accepted", withCall(`{"direction":"inbound","from":{"kind":"e164","uri":"sip:x@y"}}`, ""), nil},
 		{"party name too long", withCall(`{"direction":"inbound","from":{"number":"+442071234567","name":"`+strings.Repeat("n", 257)+`"}}`, ""), []string{"call.from.name|at most 256"}},
 		{"party extension too long", withCall(`{"direction":"internal","from":{"kind":"extension","extension":"`+strings.Repeat("1", 65)+`"}}`, ""), []string{"call.from.extension|at most 64"}},
 		{"party uri too long", withCall(`{"direction":"inbound","from":{"number":"+442071234567","uri":"sip:`+strings.Repeat("u", 4093)+`"}}`, ""), []string{"call.from.uri|at most 4096"}},
@@ -304,7 +304,7 @@ func decodeCases() []decodeCase {
 		// Diversion elements.
 		{"diversion chain", withCall(`{"direction":"inbound","diversion":[{"number":"+442071234567","reason":"no-answer","counter":1},{"kind":"extension","extension":"200","reason":"user-busy","counter":2},{"kind":"anonymous"}]}`, ""), nil},
 		{"diversion element not an object", withCall(`{"direction":"inbound","diversion":["+442071234567"]}`, ""), []string{"call.diversion[0]|diversion object"}},
-		{"diversion element without number", withCall(`{"direction":"inbound","diversion":[{"reason":"no-answer"}]}`, ""), []string{"call.diversion[0].number|required"}},
+		{"diversion element without number accepted", withCall(`{"direction":"inbound","diversion":[{"reason":"no-answer"}]}`, ""), nil},
 		{"diversion element bad number", withCall(`{"direction":"inbound","diversion":[{"number":"+442071234567"},{"number":"12"}]}`, ""), []string{"call.diversion[1].number|E.164"}},
 		{"diversion element unknown field", withCall(`{"direction":"inbound","diversion":[{"number":"+442071234567","index":1}]}`, ""), []string{"call.diversion[0].index|not a field of a diversion"}},
 		{"diversion counter negative", withCall(`{"direction":"inbound","diversion":[{"number":"+442071234567","counter":-1}]}`, ""), []string{"call.diversion[0].counter|0 to 100"}},
@@ -446,7 +446,7 @@ func TestParseBodyListsEveryProblem(t *testing.T) {
 	}
 	body := "{" + strings.Join(members, ",") + "}"
 	_, _, err := ParseBody([]byte(body))
-	want := []string{"type", "providerCallId", "occurredAt", "call.from.number", "call.to.extension", "call.trunk",
+	want := []string{"type", "providerCallId", "occurredAt", "call.from.number", "call.trunk",
 		"provider", "sequence", "providerEventId", "observer", "locations[0]", "locations[2]", "raw", "bogus"}
 	wantP := make([]string, len(want))
 	for i, w := range want {

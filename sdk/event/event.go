@@ -81,9 +81,9 @@ type PartyKind string
 
 // Party kinds.
 const (
-	// KindE164 is a party identified by an E.164 number (Number is required).
+	// KindE164 is a party identified by an E.164 number (Number, when the reporter saw it).
 	KindE164 PartyKind = "e164"
-	// KindExtension is a party inside the phone system (Extension is required).
+	// KindExtension is a party inside the phone system (Extension, when the reporter saw it).
 	KindExtension PartyKind = "extension"
 	// KindAnonymous is a caller who withheld the number (Number must be empty). It still produces
 	// a popup, without a name.

@@ -280,14 +280,6 @@ func (pt *Party) validate(ps *problems, p string) {
 		ps.add(join(p, "number"), "must be an E.164 number: '+', country code and subscriber number, at most 15 digits, for example +442071234567")
 	}
 	switch kind {
-	case KindE164:
-		if pt.Number == "" {
-			ps.add(join(p, "number"), "is required for kind e164 (kind defaults to e164)")
-		}
-	case KindExtension:
-		if pt.Extension == "" {
-			ps.add(join(p, "extension"), "is required for kind extension")
-		}
 	case KindAnonymous, KindUnknown:
 		if pt.Number != "" {
 			ps.add(join(p, "number"), "must be null for kind "+string(kind))
