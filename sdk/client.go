@@ -222,6 +222,11 @@ type Error struct {
 	// 429), capped at 24 hours; zero when it asked for none. A caller that resends later must
 	// not resend sooner.
 	RetryAfter time.Duration
+	// FromServer is true when the answer was callwire's own failure body
+	// ({"success": false, "error", "message"}), false when something else answered (a proxy
+	// in front of the server, say) or no answer arrived. Only a refusal from the server itself
+	// says anything about the events.
+	FromServer bool
 	// Err is the transport error when no response arrived, or a local validation error.
 	Err error
 }
@@ -398,12 +403,13 @@ func (c *Client) post(ctx context.Context, body []byte) (Result, error) {
 		return Result{Status: resp.StatusCode, TraceID: trace, Calls: ok.Calls, Events: ok.Events}, nil
 	}
 	var f struct {
+		Success       *bool           `json:"success"`
 		Error         string          `json:"error"`
 		Message       string          `json:"message"`
 		Problems      []event.Problem `json:"problems"`
 		MissingScopes []string        `json:"missingScopes"`
 	}
-	_ = json.Unmarshal(raw, &f)
+	fromCore := json.Unmarshal(raw, &f) == nil && f.Success != nil && !*f.Success && f.Error != "" && f.Message != ""
 	if f.Error == "" {
 		f.Error = resp.Status
 	}
@@ -415,7 +421,7 @@ func (c *Client) post(ctx context.Context, body []byte) (Result, error) {
 		wait, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	return Result{}, &Error{Status: resp.StatusCode, Code: f.Error, Message: f.Message, Problems: f.Problems,
-		MissingScopes: f.MissingScopes, TraceID: trace, Attempts: attempts, RetryAfter: wait}
+		MissingScopes: f.MissingScopes, TraceID: trace, Attempts: attempts, RetryAfter: wait, FromServer: fromCore}
 }
 
 // attemptsKey carries a request's attempt counter in its context, for the RequestLogHook.

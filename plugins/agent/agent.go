@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -499,7 +500,7 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 			"status", se.Status, "err", err, "retry_in", d.Round(time.Millisecond).String(), "trace_id", se.TraceID)
 	case se.Status == http.StatusUnauthorized || se.Status == http.StatusForbidden ||
 		se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed ||
-		se.Status == http.StatusRequestTimeout:
+		se.Status == http.StatusRequestTimeout || !se.FromServer:
 		// The credential or the address is wrong, not the events: keep them until it is fixed.
 		if ctx.Err() != nil {
 			a.o.Outbox.Release(ids)
@@ -517,6 +518,9 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 			what = "the events endpoint is not at core.url"
 		case http.StatusRequestTimeout:
 			what = "the core timed out reading the request"
+		}
+		if !se.FromServer {
+			what = "something other than the core answered " + strconv.Itoa(se.Status) + " (is core.url right, and is a proxy in the way?)"
 		}
 		a.log.Error("agent: THE CORE REFUSED THE AGENT: "+what+"; events are kept and retried", "status", se.Status,
 			"message", se.Message, "missing_scopes", se.MissingScopes, "trace_id", se.TraceID,

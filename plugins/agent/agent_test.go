@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -567,4 +568,27 @@ func TestKill9ThenRestartDeliversEverythingOnce(t *testing.T) {
 	}
 	t.Logf("%d events accepted before kill -9, %d at the server then, %d after the restart drained (%d requests)",
 		acked+1, before, len(fake.Events()), fake.Requests())
+}
+
+// TestRefusalNotFromTheCoreKeepsEvents: a 400 that is not callwire's failure body (a proxy in
+// front of the core, a wrong core.url) says nothing about the events: they are kept and retried,
+// never dead-lettered.
+func TestRefusalNotFromTheCoreKeepsEvents(t *testing.T) {
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, "<html><body>400 The plain HTTP request was sent to HTTPS port</body></html>")
+	}))
+	t.Cleanup(proxy.Close)
+	r := newRig(t, t.TempDir(), proxy.URL, sdk.Credential{ClientID: "cwid_sdktest", Secret: "cwsk_sdktest"}, 2)
+	r.accept(t, ev("a", event.CallReceived, 1), ev("a", event.CallEnded, 2))
+	waitFor(t, 10*time.Second, "a few refused attempts", func() bool {
+		return r.status(t).Translators["sip"].Retried >= 4
+	})
+	if st := r.status(t); st.Queued != 2 || st.DeadLetterTotal != 0 {
+		t.Fatalf("after a proxy's 400s: %+v", st)
+	}
+	if _, err := os.Stat(r.dead); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a proxy's 400 wrote a dead letter")
+	}
 }
