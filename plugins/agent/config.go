@@ -82,7 +82,7 @@ type Metrics struct {
 	// Listen is where /metrics is served, host:port; empty turns it off. Default
 	// "127.0.0.1:9464".
 	Listen string `koanf:"listen"`
-	// LogInterval is how often the counters are logged. Default 1m.
+	// LogInterval is how often the counters are logged; 0 logs none. Default 1m.
 	LogInterval time.Duration `koanf:"log_interval"`
 }
 
@@ -290,7 +290,9 @@ func (c Config) Validate() error {
 	positive := map[string]time.Duration{
 		"delivery.min_backoff": c.Delivery.MinBackoff, "delivery.max_backoff": c.Delivery.MaxBackoff,
 		"delivery.request_timeout": c.Delivery.RequestTimeout, "delivery.shutdown_timeout": c.Delivery.ShutdownTimeout,
-		"metrics.log_interval": c.Metrics.LogInterval,
+	}
+	if c.Metrics.LogInterval < 0 {
+		bad("metrics.log_interval", "must be a duration such as 1m, or 0 for no status lines")
 	}
 	keys := make([]string, 0, len(positive))
 	for k := range positive {

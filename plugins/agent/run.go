@@ -104,7 +104,7 @@ func Run(ctx context.Context, c Config, o RunOptions) error {
 	defer ob.Close()
 	a, err := New(Options{Outbox: ob, Client: client, Logger: log, Registerer: reg, Workers: c.Delivery.Workers,
 		MinBackoff: c.Delivery.MinBackoff, MaxBackoff: c.Delivery.MaxBackoff, RequestTimeout: c.Delivery.RequestTimeout,
-		DrainTimeout: c.Delivery.ShutdownTimeout, StatusInterval: c.Metrics.LogInterval})
+		DrainTimeout: c.Delivery.ShutdownTimeout, StatusInterval: statusInterval(c.Metrics.LogInterval)})
 	if err != nil {
 		return err
 	}
@@ -197,4 +197,13 @@ func NewLogger(c Log, w *os.File) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// statusInterval maps the configuration's log interval, where 0 means no status lines, to the
+// agent's, where 0 means the default and a negative value means none.
+func statusInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

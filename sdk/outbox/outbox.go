@@ -52,6 +52,10 @@ const (
 // busyTimeout is how long a statement waits for a lock another process holds.
 const busyTimeout = 5 * time.Second
 
+// ErrInUse reports that another process (another agent) has the outbox open. Two agents on one
+// outbox would send every event twice and lose track of their counts.
+var ErrInUse = errors.New("outbox in use")
+
 // ErrFull is returned (wrapped) by Add when storing the event would pass Options.MaxEvents or
 // Options.MaxBytes. Nothing stored is dropped to make room; the event was not taken.
 var ErrFull = errors.New("outbox is full")
@@ -149,6 +153,8 @@ type Outbox struct {
 	calls    map[string]int   // call key → events in flight
 	changed  chan struct{}
 	isClosed bool
+	// lock holds the exclusive lock on <path>.lock while the outbox is open.
+	lock *os.File
 }
 
 const schema = `
@@ -211,6 +217,10 @@ func Open(ctx context.Context, path string, o Options) (*Outbox, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("outbox: open %q: %w", path, err)
 	}
+	lock, err := lockFile(abs + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: open %q: %w", path, err)
+	}
 	params := url.Values{
 		"_busy_timeout": {fmt.Sprint(busyTimeout.Milliseconds())},
 		"_journal_mode": {"WAL"},
@@ -219,6 +229,7 @@ func Open(ctx context.Context, path string, o Options) (*Outbox, error) {
 	}
 	db, err := sql.Open("sqlite", abs+"?"+params.Encode())
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("outbox: open %q: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
@@ -227,6 +238,7 @@ func Open(ctx context.Context, path string, o Options) (*Outbox, error) {
 	db.SetConnMaxIdleTime(0)
 	fail := func(err error) (*Outbox, error) {
 		db.Close()
+		lock.Close()
 		return nil, fmt.Errorf("outbox: open %q: %w", path, err)
 	}
 	var mode, syncMode string
@@ -252,7 +264,7 @@ func Open(ctx context.Context, path string, o Options) (*Outbox, error) {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return fail(err)
 	}
-	ob := &Outbox{path: abs, deadPath: o.DeadLetterPath, max: o.MaxEvents, maxBytes: o.MaxBytes, db: db,
+	ob := &Outbox{path: abs, deadPath: o.DeadLetterPath, max: o.MaxEvents, maxBytes: o.MaxBytes, db: db, lock: lock,
 		leased: map[int64]string{}, calls: map[string]int{}, changed: make(chan struct{})}
 	if err := db.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(size), 0) FROM outbox").Scan(&ob.count, &ob.bytes); err != nil {
 		return fail(err)
@@ -638,9 +650,19 @@ func appendSync(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, os.ErrNotExist)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
+	}
+	// A write cut short earlier (a full disk) may have left a partial line: start a new one, so
+	// that two records never merge.
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+			b = append([]byte{'\n'}, b...)
+		}
 	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
@@ -650,7 +672,17 @@ func appendSync(path string, b []byte) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if created {
+		// A new file's name is durable only once its directory is synced.
+		if d, err := os.Open(filepath.Dir(path)); err == nil {
+			d.Sync()
+			d.Close()
+		}
+	}
+	return nil
 }
 
 // DeadLetter is one dead-lettered event, as DeadLetters returns it.
@@ -786,7 +818,11 @@ func (o *Outbox) Close() error {
 	}
 	o.isClosed = true
 	o.signal()
-	if err := o.db.Close(); err != nil {
+	err := o.db.Close()
+	if o.lock != nil {
+		o.lock.Close()
+	}
+	if err != nil {
 		return fmt.Errorf("outbox: close: %w", err)
 	}
 	return nil

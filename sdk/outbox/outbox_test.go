@@ -358,3 +358,41 @@ func TestCrashKeepsEveryAcknowledgedAdd(t *testing.T) {
 	}
 	t.Logf("%d adds acknowledged before kill -9, %d events found after", acked+1, len(seen))
 }
+
+// TestOneProcessPerOutbox: a second Open of the same outbox fails with ErrInUse until the first
+// is closed.
+func TestOneProcessPerOutbox(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	first := open(t, path, outbox.Options{})
+	if _, err := outbox.Open(t.Context(), path, outbox.Options{}); !errors.Is(err, outbox.ErrInUse) {
+		t.Fatalf("second open: %v, want ErrInUse", err)
+	}
+	first.Close()
+	open(t, path, outbox.Options{})
+}
+
+// TestDeadLetterFileStartsANewLine: a record never continues a line a cut-short write left.
+func TestDeadLetterFileStartsANewLine(t *testing.T) {
+	dir := t.TempDir()
+	dead := filepath.Join(dir, "dead.jsonl")
+	if err := os.WriteFile(dead, []byte(`{"partial":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ob := open(t, filepath.Join(dir, "outbox.db"), outbox.Options{DeadLetterPath: dead})
+	add(t, ob, "sip", ev("a", event.CallEnded, 1))
+	items, err := ob.Next(t.Context(), 10)
+	if err != nil || len(items) != 1 {
+		t.Fatalf("next: %v %d", err, len(items))
+	}
+	if err := ob.DeadLetter(t.Context(), []int64{items[0].ID}, outbox.Reason{Status: 400, Message: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 2 || lines[0] != `{"partial":` || !json.Valid([]byte(lines[1])) {
+		t.Fatalf("dead-letter file:\n%s", b)
+	}
+}
