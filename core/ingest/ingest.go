@@ -275,7 +275,7 @@ func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID str
 				CallID:         pc.write.ID,
 				Provider:       ref.Provider,
 				ProviderCallID: ref.ProviderCallID,
-				Locations:      uniqueLocations(e.EffectiveLocations()),
+				Locations:      popup.UniqueLocations(e.EffectiveLocations()),
 				Direction:      string(e.Call.Direction),
 				From:           e.Call.From,
 				To:             e.Call.To,
@@ -399,23 +399,6 @@ func PopupID(orgID string, ref store.EventRef) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-func uniqueLocations(ls []string) []string {
-	out := make([]string, 0, len(ls))
-	for _, l := range ls {
-		dup := false
-		for _, o := range out {
-			if o == l {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -1,6 +1,7 @@
 package popup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -182,4 +183,54 @@ func newBrokerMetrics(kind string, reg prometheus.Registerer) (brokerMetrics, er
 		malformed:     popups.WithLabelValues("malformed"),
 		subscriptions: subs,
 	}, nil
+}
+
+// ctxWatch ends a subscription when its Subscribe context ends, and stops watching once the
+// subscription has ended for any reason. Both brokers' subscriptions embed it.
+type ctxWatch struct {
+	mu       sync.Mutex
+	finished bool
+	stop     func() bool
+}
+
+// watch runs finish with ctx's error when ctx ends, unless the subscription has already
+// finished (then there is nothing to watch).
+func (w *ctxWatch) watch(ctx context.Context, finish func(error)) {
+	stop := context.AfterFunc(ctx, func() { finish(ctx.Err()) })
+	w.mu.Lock()
+	if w.finished {
+		w.mu.Unlock()
+		stop()
+		return
+	}
+	w.stop = stop
+	w.mu.Unlock()
+}
+
+// markFinished records that the subscription has ended and stops watching its context. It
+// reports false when the subscription had ended already.
+func (w *ctxWatch) markFinished() bool {
+	w.mu.Lock()
+	if w.finished {
+		w.mu.Unlock()
+		return false
+	}
+	w.finished = true
+	stop := w.stop
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	return true
+}
+
+// UniqueLocations returns ls without repeats, in the order first seen.
+func UniqueLocations(ls []string) []string {
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -118,15 +118,7 @@ func (m *Memory) Subscribe(ctx context.Context, orgID string, locations []string
 	}
 	m.mu.Unlock()
 	m.metrics.subscriptions.Inc()
-	stop := context.AfterFunc(ctx, func() { s.finish(ctx.Err()) })
-	s.mu.Lock()
-	if s.finished {
-		s.mu.Unlock()
-		stop()
-	} else {
-		s.stopWatch = stop
-		s.mu.Unlock()
-	}
+	s.watch(ctx, s.finish)
 	return s, nil
 }
 
@@ -177,9 +169,7 @@ type memorySub struct {
 	locations []string
 	feed      *feed
 
-	mu        sync.Mutex
-	finished  bool
-	stopWatch func() bool // stops watching the Subscribe context
+	ctxWatch
 }
 
 func (s *memorySub) coversAny(locations []string) bool {
@@ -198,13 +188,7 @@ func (s *memorySub) finish(err error) {
 	if !s.feed.end(err) {
 		return
 	}
-	s.mu.Lock()
-	s.finished = true
-	stop := s.stopWatch
-	s.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
+	s.markFinished()
 	s.m.remove(s)
 	s.m.metrics.subscriptions.Dec()
 }

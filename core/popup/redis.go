@@ -149,7 +149,7 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 		defer cancel()
 	}
 	_, err = r.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for _, l := range uniqueStrings(p.Locations) {
+		for _, l := range UniqueLocations(p.Locations) {
 			pipe.Publish(ctx, Channel(p.OrgID, l), data)
 		}
 		return nil
@@ -212,15 +212,7 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 		s.handle(msg)
 	}
 	go s.loop(loopCtx)
-	stop := context.AfterFunc(ctx, func() { s.finish(ctx.Err()) })
-	s.mu.Lock()
-	if s.finished {
-		s.mu.Unlock()
-		stop()
-	} else {
-		s.stopWatch = stop
-		s.mu.Unlock()
-	}
+	s.watch(ctx, func(err error) { s.finish(err) })
 	return s, nil
 }
 
@@ -264,9 +256,7 @@ type redisSub struct {
 	copies map[string]int
 	order  []string
 
-	mu        sync.Mutex
-	finished  bool
-	stopWatch func() bool
+	ctxWatch
 }
 
 // maxPending bounds the publishes a subscription remembers while their other copies arrive.
@@ -392,7 +382,7 @@ func (s *redisSub) compact() {
 // subscription receives.
 func (s *redisSub) covered(ls []string) int {
 	n := 0
-	for _, l := range uniqueStrings(ls) {
+	for _, l := range UniqueLocations(ls) {
 		for _, mine := range s.locations {
 			if l == mine {
 				n++
@@ -406,16 +396,8 @@ func (s *redisSub) covered(ls []string) int {
 // finish ends the subscription with err as its reason and reports whether this call ended it.
 // It does not wait for the listener to stop.
 func (s *redisSub) finish(err error) bool {
-	s.mu.Lock()
-	if s.finished {
-		s.mu.Unlock()
+	if !s.markFinished() {
 		return false
-	}
-	s.finished = true
-	stop := s.stopWatch
-	s.mu.Unlock()
-	if stop != nil {
-		stop()
 	}
 	s.feed.end(err)
 	s.cancel()
@@ -438,24 +420,4 @@ func (s *redisSub) Close() error {
 	s.finish(nil)
 	<-s.done
 	return nil
-}
-
-func uniqueStrings(ls []string) []string {
-	if len(ls) < 2 {
-		return ls
-	}
-	out := make([]string, 0, len(ls))
-	for _, l := range ls {
-		dup := false
-		for _, o := range out {
-			if o == l {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			out = append(out, l)
-		}
-	}
-	return out
 }
