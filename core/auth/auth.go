@@ -111,9 +111,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (Princi
 	if err != nil {
 		return Principal{}, err
 	}
-	p, err := a.authenticate(ctx, clientID, HashSecret(secret))
+	hash := HashSecret(secret)
+	p, err := a.authenticate(ctx, clientID, hash)
 	if err == nil {
-		a.remember(p, HashSecret(secret))
+		a.remember(p, hash)
 	}
 	return p, err
 }
