@@ -104,25 +104,37 @@ func start(t *testing.T, db config.Database, opts ...option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	base, client := serveOn(t, srv)
+	e := &env{t: t, base: base, st: st, popups: rec, client: client}
+	e.org = e.newOrg("Riverside Clinic")
+	e.clientID, e.secret = e.newKey(e.org, nil, auth.ScopeCallsEvents)
+	return e
+}
+
+// serveOn serves srv on a loopback port until the test ends, and returns its base URL and a
+// client for it. At the end the client's idle connections are closed before the server shuts
+// down: a connection the client dialled but never used (it loses the race to another, freed one
+// when many requests start at once) counts as idle to the server only after five seconds.
+// Shutdown is bounded by the production default.
+func serveOn(t *testing.T, srv *server.Server) (string, *http.Client) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		client.CloseIdleConnections()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), config.Defaults().Server.ShutdownTimeout)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
 		<-done
 	})
-	e := &env{t: t, base: "http://" + ln.Addr().String(), st: st, popups: rec,
-		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
-	e.org = e.newOrg("Riverside Clinic")
-	e.clientID, e.secret = e.newKey(e.org, nil, auth.ScopeCallsEvents)
-	return e
+	return "http://" + ln.Addr().String(), client
 }
 
 func (e *env) newOrg(name string) string {

@@ -52,22 +52,8 @@ func replica(t *testing.T, st store.Store, cfg config.Config, so server.Options,
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-done
-	})
-	e := &env{t: t, base: "http://" + ln.Addr().String(), st: st,
-		client: &http.Client{Timeout: 30 * time.Second}}
+	base, client := serveOn(t, srv)
+	e := &env{t: t, base: base, st: st, client: client}
 	if org == "" {
 		e.org = e.newOrg("Riverside Clinic")
 		e.clientID, e.secret = e.newKey(e.org, nil, "org.calls.events")
@@ -168,7 +154,8 @@ func TestGivenBrokerIsUsedAndNotClosed(t *testing.T) {
 	s := subscribeTo(t, m, e.org, "main")
 	e.post(ev("call_received", "given", 0, ""))
 	popuptest.Receive(t, s)
-	sctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	e.client.CloseIdleConnections()
+	sctx, cancel := context.WithTimeout(t.Context(), config.Defaults().Server.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		t.Fatal(err)
