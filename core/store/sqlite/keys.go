@@ -54,16 +54,8 @@ func (s *Store) ListOrgs(ctx context.Context) ([]store.Org, error) {
 	if err != nil {
 		return nil, wrapErr(ctx, "list orgs", err)
 	}
-	defer rows.Close()
-	var orgs []store.Org
-	for rows.Next() {
-		o, err := scanOrg(rows)
-		if err != nil {
-			return nil, wrapErr(ctx, "list orgs", err)
-		}
-		orgs = append(orgs, o)
-	}
-	if err := rows.Err(); err != nil {
+	orgs, err := collect(rows, scanOrg)
+	if err != nil {
 		return nil, wrapErr(ctx, "list orgs", err)
 	}
 	return orgs, nil
@@ -170,16 +162,8 @@ func (s *Store) ListKeys(ctx context.Context, orgID string) ([]store.Key, error)
 	if err != nil {
 		return nil, wrapErr(ctx, "list keys", err)
 	}
-	defer rows.Close()
-	var keys []store.Key
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, wrapErr(ctx, "list keys", err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
+	keys, err := collect(rows, scanKey)
+	if err != nil {
 		return nil, wrapErr(ctx, "list keys", err)
 	}
 	return keys, nil
@@ -218,4 +202,18 @@ func updatedOne(res sql.Result, err error, clientID string) error {
 		return fmt.Errorf("key %q: %w", clientID, store.ErrNotFound)
 	}
 	return nil
+}
+
+// collect scans every row with scan and closes rows. It returns nil for no rows.
+func collect[T any](rows *sql.Rows, scan func(interface{ Scan(...any) error }) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
