@@ -194,7 +194,7 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 	}
 	now := s.opts.Now().UTC()
 	calls := plan(orgID, events, now, newEventID)
-	log := s.log.With("trace_id", traceID, "org_id", orgID)
+	log := reqLog{l: s.log, traceID: traceID, orgID: orgID}
 
 	if err := s.ring(ctx, log, orgID, traceID, events, calls, check); err != nil {
 		return Result{}, err
@@ -215,14 +215,14 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 	if len(results) != len(calls) {
 		return Result{}, fmt.Errorf("ingest: store returned %d results for %d calls", len(results), len(calls))
 	}
-	return s.result(events, calls, results)
+	return s.result(log, events, calls, results)
 }
 
 // ring looks up the caller and publishes the popup for each call_received of the request that is
 // not already on file. Lookups and publishes run concurrently, each bounded by its timeout; their
 // failures are logged and counted, never returned. The only error is a transient store failure
 // while checking what is on file.
-func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID string, events []event.Parsed, calls []*plannedCall, check *store.KeyCheck) error {
+func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, events []event.Parsed, calls []*plannedCall, check *store.KeyCheck) error {
 	var ringing []*plannedCall
 	var refs []store.EventRef
 	for _, pc := range calls {
@@ -261,7 +261,7 @@ func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID str
 				// A lookup or broker that panics costs the popup, never the call.
 				if r := recover(); r != nil {
 					s.metrics.popups.WithLabelValues("missed").Inc()
-					log.Error("popup: recovered from a panic; the call is still recorded", "panic", fmt.Sprint(r))
+					log.error("popup: recovered from a panic; the call is still recorded", "panic", fmt.Sprint(r))
 				}
 			}()
 			e := &events[pc.received].Event
@@ -292,7 +292,7 @@ func (s *Service) ring(ctx context.Context, log *slog.Logger, orgID, traceID str
 	return nil
 }
 
-func (s *Service) lookup(ctx context.Context, log *slog.Logger, orgID string, e *event.Event) ([]popup.Client, popup.LookupOutcome) {
+func (s *Service) lookup(ctx context.Context, log reqLog, orgID string, e *event.Event) ([]popup.Client, popup.LookupOutcome) {
 	from := e.Call.From
 	if from == nil || from.EffectiveKind() != event.KindE164 || from.Number == "" {
 		s.metrics.lookups.WithLabelValues(string(popup.LookupSkipped)).Inc()
@@ -311,7 +311,7 @@ func (s *Service) lookup(ctx context.Context, log *slog.Logger, orgID string, e 
 		return []popup.Client{}, popup.LookupNotSet
 	case err != nil:
 		s.metrics.lookups.WithLabelValues(string(popup.LookupFailed)).Inc()
-		log.Warn("caller lookup failed; caller treated as unknown", "error", err)
+		log.warn("caller lookup failed; caller treated as unknown", "error", err)
 		return []popup.Client{}, popup.LookupFailed
 	case len(clients) == 0:
 		s.metrics.lookups.WithLabelValues(string(popup.LookupNoMatch)).Inc()
@@ -321,7 +321,7 @@ func (s *Service) lookup(ctx context.Context, log *slog.Logger, orgID string, e 
 	return clients, popup.LookupMatched
 }
 
-func (s *Service) publish(ctx context.Context, log *slog.Logger, p popup.Popup) {
+func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup) {
 	if s.opts.Publisher == nil {
 		s.metrics.popups.WithLabelValues("dropped").Inc()
 		return
@@ -331,13 +331,13 @@ func (s *Service) publish(ctx context.Context, log *slog.Logger, p popup.Popup) 
 	p.PublishedAt = s.opts.Now().UTC()
 	if err := s.opts.Publisher.Publish(pctx, p); err != nil {
 		s.metrics.popups.WithLabelValues("missed").Inc()
-		log.Warn("popup missed; the call is still recorded", "error", err, "call_id", p.CallID, "popup_id", p.ID)
+		log.warn("popup missed; the call is still recorded", "error", err, "call_id", p.CallID, "popup_id", p.ID)
 		return
 	}
 	s.metrics.popups.WithLabelValues("published").Inc()
 }
 
-func (s *Service) result(events []event.Parsed, calls []*plannedCall, results []store.CallResult) (Result, error) {
+func (s *Service) result(log reqLog, events []event.Parsed, calls []*plannedCall, results []store.CallResult) (Result, error) {
 	r := Result{Calls: make([]CallEntry, len(calls)), Events: make([]EventEntry, len(events))}
 	for ci, pc := range calls {
 		res := results[ci]
@@ -347,7 +347,7 @@ func (s *Service) result(events []event.Parsed, calls []*plannedCall, results []
 		clients := []popup.Client{}
 		if len(res.Clients) > 0 {
 			if err := json.Unmarshal(res.Clients, &clients); err != nil {
-				s.log.Warn("stored client matches are unreadable", "error", err, "call_id", res.ID)
+				log.warn("stored client matches are unreadable", "error", err, "call_id", res.ID)
 				clients = []popup.Client{}
 			}
 		}
@@ -411,3 +411,19 @@ func mustJSON(v any) json.RawMessage {
 }
 
 func newEventID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// reqLog logs on behalf of one request: every line carries the request's trace and organization
+// ids. They are added per line, not up front with slog.Logger.With, since most requests log
+// nothing and With formats its attributes at once.
+type reqLog struct {
+	l              *slog.Logger
+	traceID, orgID string
+}
+
+func (r reqLog) warn(msg string, args ...any) {
+	r.l.Warn(msg, append([]any{"trace_id", r.traceID, "org_id", r.orgID}, args...)...)
+}
+
+func (r reqLog) error(msg string, args ...any) {
+	r.l.Error(msg, append([]any{"trace_id", r.traceID, "org_id", r.orgID}, args...)...)
+}

@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -373,5 +375,32 @@ func TestResponseMapsIntraRequestDuplicates(t *testing.T) {
 	b, _ := json.Marshal(res.Events)
 	if !strings.Contains(string(b), `"dedupeKey":"call_hold:0"`) {
 		t.Errorf("json %s", b)
+	}
+}
+
+func TestFailureLogsCarryTraceAndOrg(t *testing.T) {
+	r := newRecorder()
+	r.lookupErr = errors.New("401 from client system")
+	r.publishErr = errors.New("connection refused")
+	var buf bytes.Buffer
+	s, err := New(Options{Writer: r, Lookup: r, Publisher: r, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(t.Context(), "org1", "trace-42", parse(t, ev("call_received", "a", 0, t0, "")), nil); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want a line for the failed lookup and one for the missed popup, got %q", lines)
+	}
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec["trace_id"] != "trace-42" || rec["org_id"] != "org1" || rec["error"] == nil {
+			t.Errorf("log line lacks the request's ids or the error: %s", l)
+		}
 	}
 }
