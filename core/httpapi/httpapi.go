@@ -199,8 +199,10 @@ func (a *api) middleware(c *fiber.Ctx) (err error) {
 		if status >= 500 {
 			level = slog.LevelError
 		}
-		a.log.Log(ctx, level, "request", "trace_id", trace, "method", c.Method(), "path", c.Path(),
-			"status", status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		if a.log.Enabled(ctx, level) { // the arguments cost allocations even when not logged
+			a.log.Log(ctx, level, "request", "trace_id", trace, "method", c.Method(), "path", c.Path(),
+				"status", status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		}
 	}()
 	return c.Next()
 }
@@ -411,7 +413,10 @@ func (a *api) authFailure(c *fiber.Ctx, tr string, err error) error {
 // checkContentType returns "" for application/json (any parameters, charset utf-8 if given),
 // else the message of the 400.
 func checkContentType(ct string) string {
-	if ct == "" {
+	switch ct {
+	case "application/json", "application/json; charset=utf-8":
+		return "" // what nearly every client sends, without parsing it
+	case "":
 		return "Content-Type is missing: send the body as application/json"
 	}
 	mt, params, err := mime.ParseMediaType(ct)

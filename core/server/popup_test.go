@@ -219,6 +219,9 @@ func TestRedisDownCallStillRecorded(t *testing.T) {
 				if got := popuptest.Receive(t, sub); got.ProviderCallID != "before" || got.TraceID != r.header.Get("X-Trace-ID") {
 					t.Fatalf("popup before the outage: %+v", got)
 				}
+				if !strings.Contains(logs.String(), `"msg":"request","trace_id":"`+r.header.Get("X-Trace-ID")+`"`) {
+					t.Errorf("no request log line for trace %s in:\n%s", r.header.Get("X-Trace-ID"), logs.String())
+				}
 
 				if outage == "stopped" {
 					p.Cut()
