@@ -138,13 +138,31 @@ func httpDoer(client *http.Client, endpoint, clientID, secret string) doer {
 			// A longer body than expected; drain it so the connection is reused.
 			_, _ = io.Copy(io.Discard, resp.Body)
 		}
-		if resp.StatusCode/100 != 2 || !bytes.HasPrefix(got, []byte(`{"success":true`)) {
-			if len(got) > 400 {
-				got = got[:400]
-			}
-			return fmt.Errorf("HTTP %d (trace %s): %s", resp.StatusCode, resp.Header.Get("X-Trace-ID"), got)
-		}
+		return checkAnswer(resp.StatusCode, resp.Header.Get("X-Trace-ID"), got)
+	}
+}
+
+// checkAnswer is nil for a 200 or 201 whose body starts with "success":true, and otherwise an
+// error naming the status, the trace id and the start of the body.
+func checkAnswer(status int, traceID string, body []byte) error {
+	if status/100 == 2 && bytes.HasPrefix(body, []byte(`{"success":true`)) {
 		return nil
+	}
+	if len(body) > 400 {
+		body = body[:400]
+	}
+	return fmt.Errorf("HTTP %d (trace %s): %s", status, traceID, body)
+}
+
+// wireDoer posts bodies to the events endpoint of a running server through wc, which carries the
+// key's headers. Every answer is held to checkAnswer, as httpDoer's are.
+func wireDoer(wc *wireClient) doer {
+	return func(ctx context.Context, kind int, body []byte) error {
+		resp, err := wc.Post(ctx, body)
+		if err != nil {
+			return err
+		}
+		return checkAnswer(resp.Status, resp.TraceID, resp.Body)
 	}
 }
 

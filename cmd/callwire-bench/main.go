@@ -98,6 +98,7 @@ type options struct {
 	keepSchema  bool
 	popupPhase  time.Duration
 	analyze     bool
+	client      string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -118,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.popupPhase, "popup-phase", 10*time.Second, "length of the popup latency phase after the rounds (0 skips it)")
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
+	fs.StringVar(&o.client, "client", "wire", "HTTP client of the load generator: wire (a lean HTTP/1.1 keep-alive client, as wrk) or net (Go's net/http)")
 	fs.Float64Var(&o.minRatio, "min-ratio", 0, "fail when the service/ceiling ratio is below this (0: report only)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -138,6 +140,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-max-calls must be at least 1")
 	case o.maxConns < 1:
 		return o, errors.New("-max-conns must be at least 1")
+	case o.client != "wire" && o.client != "net":
+		return o, errors.New("-client must be wire or net")
 	}
 	if o.databaseURL == "" {
 		o.databaseURL = os.Getenv(envBenchURL)
@@ -189,6 +193,7 @@ type settings struct {
 	Rounds       int     `json:"rounds"`
 	MaxConns     int     `json:"maxConns"`
 	Server       string  `json:"server"`
+	Client       string  `json:"client"` // the load generator's HTTP client: wire or net
 }
 
 type phaseReport struct {
@@ -205,6 +210,8 @@ type phaseReport struct {
 	BenchCores    *float64 `json:"benchCores,omitempty"`
 	ServerCores   *float64 `json:"serverCores,omitempty"`
 	PostgresCores *float64 `json:"postgresCores,omitempty"`
+	// Database is what PostgreSQL did during the phase, where it tells.
+	Database *dbDelta `json:"database,omitempty"`
 }
 
 // run is the whole bench. Progress goes to stderr, the report to stdout.
@@ -301,9 +308,25 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	}
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	wc, err := newWireClient(srv.addr, "/api/v1/calls/events", []string{
+		"Content-Type: application/json", "Client-ID: " + cred.ClientID, "Client-Secret: " + cred.Secret,
+	}, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer wc.CloseIdle()
 	doers := map[string]doer{
-		"service": httpDoer(client, "http://"+srv.addr+"/api/v1/calls/events", cred.ClientID, cred.Secret),
+		"service": wireDoer(wc),
 		"ceiling": storeDoer(svc, orgID),
+	}
+	if o.client == "net" {
+		doers["service"] = httpDoer(client, "http://"+srv.addr+"/api/v1/calls/events", cred.ClientID, cred.Secret)
+	}
+	// Each phase dials afresh, so no connection left idle between phases (the server closes
+	// them after its idle timeout) is used again.
+	newPhase := func() {
+		wc.CloseIdle()
+		transport.CloseIdleConnections()
 	}
 	mix := newCallMix()
 	spec := func(label string, d time.Duration) phaseSpec {
@@ -315,6 +338,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	if o.warmup > 0 {
 		for _, kind := range []string{"service", "ceiling"} {
 			logf("warm-up %s %v", kind, o.warmup)
+			newPhase()
 			pr, err := runPhase(ctx, spec("warm-"+kind, o.warmup), mix, doers[kind])
 			if err != nil {
 				return fmt.Errorf("warm-up: %w", err)
@@ -328,7 +352,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 		Machine: machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Memory: memTotal(),
 			GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(), Postgres: pgVersion},
 		Settings: settings{Workers: o.workers, PhaseSeconds: o.duration.Seconds(), WarmupSecs: o.warmup.Seconds(),
-			Rounds: o.rounds, MaxConns: o.maxConns, Server: serverDesc},
+			Rounds: o.rounds, MaxConns: o.maxConns, Server: serverDesc, Client: o.client},
 		ServiceLatencyByKind: map[string]latencySummary{},
 		CeilingLatencyByKind: map[string]latencySummary{},
 	}
@@ -355,9 +379,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 			if err != nil {
 				return err
 			}
+			newPhase()
+			dbBefore := sampleDB(ctx, schemaURL)
 			before := sampleCPU(srv.cmd.Process.Pid)
 			pr, err := runPhase(ctx, spec(label, o.duration), mix, doers[kind])
 			after := sampleCPU(srv.cmd.Process.Pid)
+			dbAfter := sampleDB(ctx, schemaURL)
 			if perr := stopProfile(); perr != nil {
 				logf("profile: %v", perr)
 			}
@@ -373,7 +400,8 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 			}
 			ls := summarize(all)
 			p := phaseReport{Kind: kind, Round: round, Calls: pr.Calls, Requests: pr.Requests, Events: pr.Events,
-				Seconds: pr.Elapsed.Seconds(), EventsPerSec: pr.EventsPerSec(), P50ms: ls.P50ms, P99ms: ls.P99ms}
+				Seconds: pr.Elapsed.Seconds(), EventsPerSec: pr.EventsPerSec(), P50ms: ls.P50ms, P99ms: ls.P99ms,
+				Database: dbBefore.delta(dbAfter, pr.Events)}
 			if before.ok && after.ok {
 				cores := func(a, b time.Duration) *float64 {
 					c := (b - a).Seconds() / pr.Elapsed.Seconds()
@@ -390,6 +418,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	}
 
 	if o.popupPhase > 0 {
+		newPhase()
 		pr, pop, err := popupPhase(ctx, st, orgID, client, "http://"+srv.addr, spec("popups", o.popupPhase), mix,
 			doers["service"], 6*time.Second, logf)
 		if err != nil {
@@ -495,7 +524,11 @@ func printReport(w io.Writer, r report) {
 	fmt.Fprintf(w, "\ncallwire bench: %d workers, %d rounds of %gs per phase (warm-up %gs), pool %d connections\n",
 		s.Workers, s.Rounds, s.PhaseSeconds, s.WarmupSecs, s.MaxConns)
 	fmt.Fprintf(w, "machine: %d CPUs, %s memory, %s/%s, %s, PostgreSQL %s\n", m.CPUs, orDash(m.Memory), m.GOOS, m.GOARCH, m.Go, m.Postgres)
-	fmt.Fprintf(w, "server: %s; the load generator, the server and PostgreSQL share the machine\n", s.Server)
+	client := "a lean HTTP/1.1 keep-alive client"
+	if s.Client == "net" {
+		client = "Go's net/http client"
+	}
+	fmt.Fprintf(w, "server: %s; load generator: %s; the load generator, the server and PostgreSQL share the machine\n", s.Server, client)
 	fmt.Fprintf(w, "each call: call_received, call_answered, then a batch of call_ended+call_recorded+call_transcribed (5 events, 3 requests)\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tround\tcalls\trequests\tevents\tseconds\tevents/s\tp50 ms\tp99 ms\tcores: bench\tserver\tpostgres\t")
@@ -504,6 +537,7 @@ func printReport(w io.Writer, r report) {
 			p.Events, p.Seconds, p.EventsPerSec, p.P50ms, p.P99ms, cores(p.BenchCores), cores(p.ServerCores), cores(p.PostgresCores))
 	}
 	tw.Flush()
+	printDatabase(w, r.Phases)
 	verdict := "met"
 	if r.Ratio < 0.8 {
 		verdict = "NOT met"
@@ -541,4 +575,25 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printDatabase writes, per phase, what PostgreSQL did for each event stored, when it told.
+func printDatabase(w io.Writer, phases []phaseReport) {
+	have := false
+	for _, p := range phases {
+		have = have || p.Database != nil
+	}
+	if !have {
+		return
+	}
+	fmt.Fprintln(w, "\nPostgreSQL per phase (WAL and commits per event stored; checkpoints started during the phase):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tround\tWAL bytes/event\tfull pages/event\tcommits/event\tcommits/WAL flush\tcheckpoints\t")
+	for _, p := range phases {
+		if d := p.Database; d != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.2f\t%d\t\n", p.Kind, p.Round, d.WALBytesPerEvent, d.FPIPerEvent,
+				d.CommitsPerEvent, d.CommitsPerSync, d.Checkpoints)
+		}
+	}
+	tw.Flush()
 }
