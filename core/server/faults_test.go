@@ -151,8 +151,17 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 	e.absent(e.org, "sip", "down-1")
 }
 
-// lockCalls holds an exclusive lock on the calls table until the returned func is called.
-func lockCalls(t *testing.T, dbURL string) func() {
+// callsLock is an exclusive lock on the calls table, held by a connection of its own.
+type callsLock struct {
+	t       *testing.T
+	dbURL   string
+	pid     uint32
+	release func()
+}
+
+// lockCalls holds an exclusive lock on the calls table until release is called (at the latest
+// when the test ends).
+func lockCalls(t *testing.T, dbURL string) *callsLock {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), dbURL)
 	if err != nil {
@@ -166,14 +175,35 @@ func lockCalls(t *testing.T, dbURL string) func() {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	release := func() {
+	l := &callsLock{t: t, dbURL: dbURL, pid: conn.PgConn().PID(), release: func() {
 		once.Do(func() {
 			tx.Rollback(context.WithoutCancel(t.Context()))
 			conn.Close(context.WithoutCancel(t.Context()))
 		})
+	}}
+	t.Cleanup(l.release)
+	return l
+}
+
+// awaitWaiter returns once some session waits on the lock, and fails the test after 10s.
+func (l *callsLock) awaitWaiter() {
+	l.t.Helper()
+	conn, err := pgx.Connect(l.t.Context(), l.dbURL)
+	if err != nil {
+		l.t.Fatal(err)
 	}
-	t.Cleanup(release)
-	return release
+	defer conn.Close(context.WithoutCancel(l.t.Context()))
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(l.t.Context(),
+			`SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, int(l.pid)).Scan(&n); err != nil {
+			l.t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+	l.t.Fatal("no session came to wait on the calls lock")
 }
 
 func TestStoreTooSlowAnswers503AndWritesNothing(t *testing.T) {
@@ -181,9 +211,9 @@ func TestStoreTooSlowAnswers503AndWritesNothing(t *testing.T) {
 	db := config.Defaults().Database
 	db.URL = dbURL
 	e := start(t, db, func(c *config.Config, _ *server.Options) { c.Ingest.WriteTimeout = 300 * time.Millisecond })
-	release := lockCalls(t, dbURL)
+	lock := lockCalls(t, dbURL)
 	expect503(t, e.post(batch(ev("call_ended", "slow", 2, ""), ev("call_recorded", "slow", 3, `,"url":"https://x.example/s.wav"`))), "store too slow")
-	release()
+	lock.release()
 	e.absent(e.org, "sip", "slow")
 	if r := e.post(batch(ev("call_ended", "slow", 2, ""), ev("call_recorded", "slow", 3, `,"url":"https://x.example/s.wav"`))); r.status != 201 || r.body.Events[0].Duplicate {
 		t.Fatalf("resend after 503: %d %s", r.status, r.raw)
@@ -200,13 +230,13 @@ func TestPoolExhaustedAnswers503(t *testing.T) {
 	db.MaxConns = 1
 	db.AcquireTimeout = 200 * time.Millisecond
 	e := start(t, db, func(c *config.Config, _ *server.Options) { c.Ingest.WriteTimeout = 3 * time.Second })
-	release := lockCalls(t, dbURL)
+	lock := lockCalls(t, dbURL)
 	// The first request takes the only connection and waits on the lock.
 	first := make(chan reply, 1)
 	go func() { first <- e.post(ev("call_ended", "pool-1", 1, "")) }()
-	time.Sleep(300 * time.Millisecond)
+	lock.awaitWaiter()
 	expect503(t, e.post(ev("call_ended", "pool-2", 1, "")), "pool exhausted")
-	release()
+	lock.release()
 	if r := <-first; r.status != 201 {
 		t.Errorf("the waiting request: %d %s", r.status, r.raw)
 	}
