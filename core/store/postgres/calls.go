@@ -23,11 +23,25 @@ const writeAttempts = 3
 // row (c), so the block, its position and the direction move together. xmax is 0 only on a row
 // version this statement inserted: an update leaves the updater's lock in xmax. Of writers
 // racing to create one call, exactly one inserts; the others wait for it to commit and update.
-const upsertCallSQL = `
+const upsertCallSQL = upsertCallInto + `
+VALUES (` + upsertCallValues + `)
+` + upsertCallConflict
+
+// checkedUpsertCallSQL is upsertCallSQL guarded by the key check ($14 client ID, $15 secret
+// hash, $16 time): callwire_check_key runs once, before the row is formed, and raises CWK01 for a
+// dead key, which aborts the batch's transaction. It saves the batch a statement of its own.
+const checkedUpsertCallSQL = upsertCallInto + `
+SELECT ` + upsertCallValues + `
+WHERE callwire_check_key($14, $15, $16)
+` + upsertCallConflict
+
+const upsertCallInto = `
 INSERT INTO calls AS c (org_id, id, provider, provider_call_id, direction, state,
-	block, block_sequence, block_at, first_at, last_at, clients, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, now()), COALESCE($13, now()))
-ON CONFLICT (org_id, provider, provider_call_id) DO UPDATE SET
+	block, block_sequence, block_at, first_at, last_at, clients, created_at, updated_at)`
+
+const upsertCallValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, now()), COALESCE($13, now())`
+
+const upsertCallConflict = `ON CONFLICT (org_id, provider, provider_call_id) DO UPDATE SET
 	state = GREATEST(c.state, EXCLUDED.state),
 	direction = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
 		THEN EXCLUDED.direction ELSE c.direction END,
@@ -74,7 +88,8 @@ WHERE e.org_id = $1
 // the statements, to prepare them). Per call, in (provider, providerCallId) order: an upsert
 // that locks the call row, an insert of the events not on file, and a read of the IDs of all
 // the events named. Writers of one call therefore queue on its row, and two Writes touching the
-// same calls lock them in the same order and cannot deadlock.
+// same calls lock them in the same order and cannot deadlock. A w.Check guards the first upsert
+// (checkedUpsertCallSQL), so it runs before anything is written.
 //
 // A Write that loses a race is retried, up to writeAttempts tries in all. Errors: one wrapping
 // store.ErrNotFound if w.OrgID names no organization, store.ErrConflict if a call or event ID
@@ -157,11 +172,15 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 
 	received := nullTime(w.ReceivedAt)
 	b := &pgx.Batch{}
-	queueCheck(b, w.Check)
-	for _, i := range order {
+	for n, i := range order {
 		c := &w.Calls[i]
-		b.Queue(upsertCallSQL, w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction, int16(c.State),
-			nullJSON(c.Block), c.BlockSequence, c.BlockAt, c.FirstAt, c.LastAt, nullJSON(c.Clients), received)
+		args := []any{w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction, int16(c.State),
+			nullJSON(c.Block), c.BlockSequence, c.BlockAt, c.FirstAt, c.LastAt, nullJSON(c.Clients), received}
+		if n == 0 && w.Check != nil {
+			b.Queue(checkedUpsertCallSQL, append(args, w.Check.ClientID, w.Check.SecretHash, w.Check.At)...)
+		} else {
+			b.Queue(upsertCallSQL, args...)
+		}
 		if len(c.Events) == 0 {
 			continue
 		}
@@ -181,10 +200,7 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 
 	br := conn.SendBatch(ctx, b)
 	results := make([]store.CallResult, len(w.Calls))
-	readErr := readCheck(br, w.Check)
-	if readErr == nil {
-		readErr = readWrite(br, w, order, results)
-	}
+	readErr := readWrite(br, w, order, results)
 	closeErr := br.Close()
 	if err := cmp.Or(readErr, closeErr); err != nil {
 		return nil, classify(ctx, conn, err)
@@ -194,10 +210,14 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 
 // readWrite reads the batch results of writeOnce into results.
 func readWrite(br pgx.BatchResults, w store.Write, order []int, results []store.CallResult) error {
-	for _, i := range order {
+	for n, i := range order {
 		c := &w.Calls[i]
 		r := &results[i]
 		if err := br.QueryRow().Scan(&r.ID, &r.Created, rawJSON(&r.Clients)); err != nil {
+			if n == 0 && w.Check != nil && errors.Is(err, pgx.ErrNoRows) {
+				// The guard returned false (see keyCheckFalse): the upsert formed no row.
+				return keyCheckFalse()
+			}
 			return err
 		}
 		r.Events = make([]store.EventResult, len(c.Events))
@@ -275,26 +295,44 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 	defer conn.Release()
 	// One equality lookup per ref, all in one batch: each is two unique-index probes, a plan the
 	// planner picks with or without table statistics (a join over an unnest of the refs does not:
-	// on a never-analyzed table it can scan every call of the organization).
+	// on a never-analyzed table it can scan every call of the organization). A check guards the
+	// first lookup (checkedRingingSQL), or stands alone when there is none.
 	b := &pgx.Batch{}
-	queueCheck(b, check)
-	for _, r := range refs {
-		b.Queue(`SELECT EXISTS (
-				SELECT 1 FROM call_events e WHERE e.org_id = c.org_id AND e.call_id = c.id AND e.dedupe_key = $4),
-			c.state
-			FROM calls c WHERE c.org_id = $1 AND c.provider = $2 AND c.provider_call_id = $3`,
-			orgID, r.Provider, r.ProviderCallID, r.DedupeKey)
+	if len(refs) == 0 {
+		queueCheck(b, check)
+	}
+	for i, r := range refs {
+		if i == 0 && check != nil {
+			b.Queue(checkedRingingSQL, orgID, r.Provider, r.ProviderCallID, r.DedupeKey,
+				check.ClientID, check.SecretHash, check.At)
+		} else {
+			b.Queue(ringingSQL, orgID, r.Provider, r.ProviderCallID, r.DedupeKey)
+		}
 	}
 	br := conn.SendBatch(ctx, b)
-	err = readCheck(br, check)
+	if len(refs) == 0 {
+		err = readCheck(br, check)
+	}
 	for i := 0; i < len(refs) && err == nil; i++ {
-		var state int16
-		switch serr := br.QueryRow().Scan(&out[i].Known, &state); {
+		var (
+			live  = true
+			known *bool
+			state *int16
+		)
+		var serr error
+		if i == 0 && check != nil {
+			serr = br.QueryRow().Scan(&live, &known, &state)
+		} else {
+			serr = br.QueryRow().Scan(&known, &state)
+		}
+		switch {
 		case errors.Is(serr, pgx.ErrNoRows):
 		case serr != nil:
 			err = serr
-		default:
-			out[i].State = store.State(state)
+		case !live:
+			err = keyCheckFalse()
+		case known != nil && state != nil:
+			out[i] = store.Ringing{Known: *known, State: store.State(*state)}
 		}
 	}
 	if err = cmp.Or(err, br.Close()); err != nil {
@@ -306,11 +344,34 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 	return out, nil
 }
 
+// ringingSQL reads whether the event with dedupe key $4 of the call ($1, $2, $3) is on file and
+// the call's state: one row, or none when the call is not on file.
+const ringingSQL = `
+SELECT EXISTS (
+		SELECT 1 FROM call_events e WHERE e.org_id = c.org_id AND e.call_id = c.id AND e.dedupe_key = $4),
+	c.state
+FROM calls c WHERE c.org_id = $1 AND c.provider = $2 AND c.provider_call_id = $3`
+
+// checkedRingingSQL is ringingSQL guarded by the key check ($5 client ID, $6 secret hash, $7
+// time). It always returns one row, so the check always runs: the check's result, then
+// ringingSQL's columns, NULL when the call is not on file. A dead key raises CWK01.
+const checkedRingingSQL = `
+SELECT callwire_check_key($5, $6, $7), r.known, r.state
+FROM (VALUES (true)) AS one (x)
+LEFT JOIN (` + ringingSQL + `) AS r (known, state) ON true`
+
+// keyCheckFalse is the error of a key check that returned false. callwire_check_key raises
+// CWK01 rather than return false; should it ever return false, the key counts as rejected.
+func keyCheckFalse() error {
+	return &pgconn.PgError{Code: codeKeyRejected, Message: "key check returned false"}
+}
+
 // codeKeyRejected is the SQLSTATE callwire_check_key raises when a KeyCheck fails.
 const codeKeyRejected = "CWK01"
 
-// queueCheck queues the key guard, when there is one, as the batch's first statement: a failure
-// aborts the batch's implicit transaction, so nothing after it takes effect.
+// queueCheck queues the key guard, when there is one, as a statement of its own: a failure
+// aborts the batch's implicit transaction, so nothing after it takes effect. Batches with other
+// work fold the guard into their first statement instead.
 func queueCheck(b *pgx.Batch, c *store.KeyCheck) {
 	if c != nil {
 		b.Queue(`SELECT callwire_check_key($1, $2, $3)`, c.ClientID, c.SecretHash, c.At)
@@ -323,7 +384,13 @@ func readCheck(br pgx.BatchResults, c *store.KeyCheck) error {
 		return nil
 	}
 	var ok bool
-	return br.QueryRow().Scan(&ok)
+	if err := br.QueryRow().Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return keyCheckFalse()
+	}
+	return nil
 }
 
 // GetCall returns the call and its events ordered by (sequence, OrderAt, ReceivedAt, ID), or an

@@ -131,12 +131,92 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 			t.Errorf("WriteCalls of %d calls with %d events each took %d round trips, want 1", size.calls, size.events, n)
 		}
 	}
+	// A key check rides in the first statement of the batch: still one round trip.
+	check := liveKey(t, s, org)
+	w := write(2, 3)
+	w.Check = check
+	if _, err := s.WriteCalls(t.Context(), w); err != nil { // prepares the guarded upsert
+		t.Fatal(err)
+	}
+	w = write(3, 2)
+	w.Check = check
+	before = trips()
+	if _, err := s.WriteCalls(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	if n := trips() - before; n != 1 {
+		t.Errorf("WriteCalls with a key check took %d round trips, want 1", n)
+	}
+	refs := []store.EventRef{{Provider: "sip", ProviderCallID: "c0", DedupeKey: "call_hold:0"},
+		{Provider: "sip", ProviderCallID: "none", DedupeKey: "call_received:0"}}
+	if _, err := s.Ringing(t.Context(), org, refs, check); err != nil { // prepares
+		t.Fatal(err)
+	}
+	before = trips()
+	if got, err := s.Ringing(t.Context(), org, refs, check); err != nil || !got[0].Known || got[1] != (store.Ringing{}) {
+		t.Fatalf("Ringing = %+v, %v", got, err)
+	}
+	if n := trips() - before; n != 1 {
+		t.Errorf("Ringing with a key check took %d round trips, want 1", n)
+	}
 	before = trips()
 	if _, _, err := s.GetCall(t.Context(), org, "sip", "c0"); err != nil {
 		t.Fatal(err)
 	}
 	if n := trips() - before; n > 2 { // one, plus one to prepare on first use
 		t.Errorf("GetCall took %d round trips, want at most 2", n)
+	}
+}
+
+// liveKey stores a key of org and returns a check that proves it live.
+func liveKey(t *testing.T, s *Store, org string) *store.KeyCheck {
+	t.Helper()
+	k := store.Key{ClientID: "cw_ci_" + uuid.NewString(), OrgID: org, Scopes: []string{"org.calls.events"},
+		SecretHash: []byte(uuid.NewString()), SecretLast8: "abcdefgh", CreatedAt: time.Now().UTC()}
+	if err := s.CreateKey(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	return &store.KeyCheck{ClientID: k.ClientID, SecretHash: k.SecretHash, At: time.Now().UTC()}
+}
+
+// TestKeyCheckFalseRejects replaces callwire_check_key with one that returns false instead of
+// raising: every guarded read and write must still refuse, and write nothing.
+func TestKeyCheckFalseRejects(t *testing.T) {
+	url := pgtest.URL(t)
+	s, err := Open(t.Context(), url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	org := uuid.NewString()
+	if err := s.CreateOrg(t.Context(), store.Org{ID: org, Name: "clinic"}); err != nil {
+		t.Fatal(err)
+	}
+	check := liveKey(t, s, org)
+	if _, err := s.pool.Exec(t.Context(), `CREATE OR REPLACE FUNCTION callwire_check_key(p_client_id text,
+		p_secret_hash bytea, p_at timestamptz) RETURNS boolean LANGUAGE sql STABLE AS 'SELECT false'`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	w := store.Write{OrgID: org, ReceivedAt: now, Check: check, Calls: []store.CallWrite{{
+		ID: uuid.NewString(), Provider: "sip", ProviderCallID: "c1", Direction: "inbound", State: store.StateRinging,
+		Block: json.RawMessage(`{}`), BlockAt: now, FirstAt: now, LastAt: now,
+		Events: []store.EventWrite{{ID: uuid.NewString(), Type: "call_received", DedupeKey: "call_received:0",
+			OccurredAt: now, OrderAt: now, Body: json.RawMessage(`{"type":"call_received"}`)}},
+	}}}
+	if _, err := s.WriteCalls(t.Context(), w); !errors.Is(err, store.ErrKeyRejected) {
+		t.Errorf("WriteCalls: %v, want ErrKeyRejected", err)
+	}
+	if _, _, err := s.GetCall(t.Context(), org, "sip", "c1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the call was written under a rejected key: %v", err)
+	}
+	for _, refs := range [][]store.EventRef{nil, {{Provider: "sip", ProviderCallID: "c1", DedupeKey: "call_received:0"}}} {
+		if _, err := s.Ringing(t.Context(), org, refs, check); !errors.Is(err, store.ErrKeyRejected) {
+			t.Errorf("Ringing of %d refs: %v, want ErrKeyRejected", len(refs), err)
+		}
 	}
 }
 

@@ -32,6 +32,24 @@ func keyCheckTests() []contractTest {
 			t.Errorf("%s: WriteCalls err = %v, want ErrKeyRejected", what, err)
 		}
 		wantNoCall(t, s, su.org, "sip", "guarded-"+what)
+
+		// A call already on file is not touched, nor is a second call of the same Write: the
+		// guard comes before anything is written, whatever the order of the calls.
+		existing := "existing-" + what
+		write(t, s, store.Write{OrgID: su.org, ReceivedAt: at(1),
+			Calls: []store.CallWrite{cw("sip", existing, store.StateRinging, ev("call_received", 0, at(1)))}})
+		w = store.Write{OrgID: su.org, ReceivedAt: at(2), Check: check, Calls: []store.CallWrite{
+			cw("sip", "zz-guarded-"+what, store.StateEnded, ev("call_ended", 2, at(2))),
+			cw("sip", existing, store.StateEnded, ev("call_ended", 2, at(2))),
+		}}
+		if _, err := s.WriteCalls(t.Context(), w); !errors.Is(err, store.ErrKeyRejected) {
+			t.Errorf("%s: WriteCalls of two calls err = %v, want ErrKeyRejected", what, err)
+		}
+		wantNoCall(t, s, su.org, "sip", "zz-guarded-"+what)
+		if c, evs := getCall(t, s, su.org, "sip", existing); c.State != store.StateRinging || len(evs) != 1 {
+			t.Errorf("%s: the call on file changed under a rejected key: state %v, %d events", what, c.State, len(evs))
+		}
+
 		refs := []store.EventRef{{Provider: "sip", ProviderCallID: "x", DedupeKey: "call_received:0"}}
 		if _, err := s.KnownEvents(t.Context(), su.org, refs, check); !errors.Is(err, store.ErrKeyRejected) {
 			t.Errorf("%s: KnownEvents err = %v, want ErrKeyRejected", what, err)
