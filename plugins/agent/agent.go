@@ -76,6 +76,10 @@ type Agent struct {
 	log *slog.Logger
 	m   *metrics
 
+	// settling is held shared while an event leaves the outbox and its counter moves, and
+	// exclusively by Status, so that a Status never shows an event neither queued nor counted.
+	settling sync.RWMutex
+
 	mu      sync.Mutex
 	counts  map[string]*TranslatorStatus
 	suspect map[int64]bool // events of a refused batch: each now goes alone
@@ -220,8 +224,11 @@ func (a *Agent) countItems(items []outbox.Item, f func(*TranslatorStatus) *int64
 	}
 }
 
-// Status returns the counters now.
+// Status returns the counters now: one moment's view, in which an event that has left the outbox
+// is already counted as sent or dead-lettered.
 func (a *Agent) Status(ctx context.Context) (Status, error) {
+	a.settling.Lock()
+	defer a.settling.Unlock()
 	st, err := a.o.Outbox.Stats(ctx)
 	if err != nil {
 		return Status{}, fmt.Errorf("agent: status: %w", err)
@@ -460,7 +467,9 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 	settle := context.WithoutCancel(ctx)
 	if err == nil {
 		a.m.requests.WithLabelValues("sent").Inc()
+		a.settling.RLock()
 		if err := a.o.Outbox.Ack(settle, ids); err != nil {
+			a.settling.RUnlock()
 			// The core has them; they stay stored and are sent again, which the core dedupes.
 			// Pause first, so that a failing disk does not turn into a resend loop.
 			d := a.backOff(0)
@@ -469,9 +478,10 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 				"retry_in", d.Round(time.Millisecond).String())
 			return
 		}
+		a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Sent }, a.m.sent)
+		a.settling.RUnlock()
 		a.forget(ids)
 		a.succeeded()
-		a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Sent }, a.m.sent)
 		a.log.Debug("agent sent", "events", len(items), "status", res.Status, "trace_id", res.TraceID)
 		return
 	}
@@ -539,14 +549,17 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 	default:
 		a.m.requests.WithLabelValues("dead_letter").Inc()
 		r := outbox.Reason{Status: se.Status, Code: se.Code, Message: se.Message, TraceID: se.TraceID}
+		a.settling.RLock()
 		if err := a.o.Outbox.DeadLetter(settle, ids, r); err != nil {
+			a.settling.RUnlock()
 			d := a.backOff(0)
 			a.o.Outbox.Release(ids)
 			a.log.Error("agent: dead-lettering a refused event", "err", err, "retry_in", d.Round(time.Millisecond).String())
 			return
 		}
-		a.forget(ids)
 		a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.DeadLettered }, a.m.dead)
+		a.settling.RUnlock()
+		a.forget(ids)
 		a.log.Error("agent: the core refused an event for good; it is in the dead-letter file",
 			"translator", items[0].Source, "type", items[0].Type, "status", se.Status, "message", se.Message,
 			"trace_id", se.TraceID, "file", a.o.Outbox.DeadLetterPath())
