@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := bin/callwire
 PKGS  := ./...
 
-.PHONY: run build test vet fmt-check bench fuzz proto clean
+.PHONY: run build test vet fmt-check tidy-check bench fuzz proto clean
 
 run: build
 	./$(BIN) serve
@@ -14,11 +14,15 @@ build:
 
 # The whole suite, with the race detector. Tests that need PostgreSQL or Redis run when those
 # answer on localhost (see .ci/services.sh) and skip loudly otherwise.
-test: vet fmt-check
+test: vet fmt-check tidy-check
 	. .ci/services.sh; $(GO) test -race -count=1 -timeout 12m $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
+
+# go.mod and go.sum say exactly what the code imports: a stale or missing line fails the suite.
+tidy-check:
+	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod or go.sum is not tidy; run 'go mod tidy'. The difference:"; $(GO) mod tidy -diff; exit 1; }
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
