@@ -14,6 +14,11 @@ import (
 // ended because its broker was closed.
 var ErrClosed = errors.New("popup: broker closed")
 
+// ErrRepeat is what Publish returns for a popup whose ringing was published already: another
+// popup of the same organization and id was published through the broker, or through any broker
+// sharing its claims, less than the claim TTL ago. Nothing was delivered, and nothing failed.
+var ErrRepeat = errors.New("popup: repeat of a ringing published already")
+
 // DefaultBuffer is how many popups a subscription holds for a reader that has not taken them yet,
 // when the broker's options name no size. Past it, new popups for that subscription are dropped.
 const DefaultBuffer = 64
@@ -79,6 +84,9 @@ func validate(p Popup) error {
 	if p.OrgID == "" {
 		return errors.New("popup: publish: organization is required")
 	}
+	if p.ID == "" {
+		return errors.New("popup: publish: id is required")
+	}
 	if len(p.Locations) == 0 {
 		return errors.New("popup: publish: at least one location is required")
 	}
@@ -130,6 +138,7 @@ func clonePopup(p Popup) Popup {
 type brokerMetrics struct {
 	published     prometheus.Counter // popups taken by the broker
 	failed        prometheus.Counter // publishes that failed
+	repeat        prometheus.Counter // publishes of a ringing claimed already, delivered to nobody
 	delivered     prometheus.Counter // popups queued for a subscription
 	dropped       prometheus.Counter // popups lost because a subscription's buffer was full
 	malformed     prometheus.Counter // messages on a popup channel that were not a popup
@@ -143,7 +152,7 @@ func newBrokerMetrics(kind string, reg prometheus.Registerer) (brokerMetrics, er
 	labels := prometheus.Labels{"broker": kind}
 	popups := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name:        "callwire_broker_popups_total",
-		Help:        "Popups handled by the popup broker, by outcome: published, failed (publish failed), delivered (queued for a subscription), dropped (a subscription's buffer was full), malformed (a message that was not a popup).",
+		Help:        "Popups handled by the popup broker, by outcome: published, failed (publish failed), repeat (the ringing was published already, so not again), delivered (queued for a subscription), dropped (a subscription's buffer was full), malformed (a message that was not a popup).",
 		ConstLabels: labels,
 	}, []string{"outcome"})
 	subs := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -178,6 +187,7 @@ func newBrokerMetrics(kind string, reg prometheus.Registerer) (brokerMetrics, er
 	return brokerMetrics{
 		published:     popups.WithLabelValues("published"),
 		failed:        popups.WithLabelValues("failed"),
+		repeat:        popups.WithLabelValues("repeat"),
 		delivered:     popups.WithLabelValues("delivered"),
 		dropped:       popups.WithLabelValues("dropped"),
 		malformed:     popups.WithLabelValues("malformed"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,6 +17,12 @@ type MemoryOptions struct {
 	// Registerer receives the broker's metrics (callwire_broker_popups_total and
 	// callwire_broker_subscriptions, labelled broker="memory"); nil registers nothing.
 	Registerer prometheus.Registerer
+	// ClaimTTL is how long a published ringing stays claimed, so that a copy of it published
+	// meanwhile is a repeat. Zero or less means DefaultClaimTTL.
+	ClaimTTL time.Duration
+	// MaxClaims bounds the claims held at once; past it the oldest is forgotten before its time.
+	// Zero or less means DefaultMaxClaims.
+	MaxClaims int
 }
 
 // Memory is the in-process broker: it reaches only the subscriptions made on the same Memory, so
@@ -25,6 +32,7 @@ type MemoryOptions struct {
 type Memory struct {
 	buffer  int
 	metrics brokerMetrics
+	claims  *claimSet
 
 	mu     sync.RWMutex
 	closed bool
@@ -38,6 +46,11 @@ type route struct{ org, location string }
 // for any reason other than their being registered already by another Memory, which is a
 // programming error; metrics registered already are shared.
 func NewMemory(o MemoryOptions) *Memory {
+	return newMemory(o, time.Now)
+}
+
+// newMemory is NewMemory with the clock its claims read.
+func newMemory(o MemoryOptions, now func() time.Time) *Memory {
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultBuffer
 	}
@@ -45,13 +58,16 @@ func NewMemory(o MemoryOptions) *Memory {
 	if err != nil {
 		panic(err)
 	}
-	return &Memory{buffer: o.Buffer, metrics: m, subs: map[route]map[*memorySub]struct{}{}}
+	return &Memory{buffer: o.Buffer, metrics: m, claims: newClaimSet(o.ClaimTTL, o.MaxClaims, now),
+		subs: map[route]map[*memorySub]struct{}{}}
 }
 
-// Publish queues p for every subscription of p.OrgID to one of p.Locations, once per
-// subscription however many of its locations p names. It fails when ctx has ended, when p has no
-// organization or no location, or when the broker is closed; a full subscription buffer is not a
-// failure (the popup is dropped for that subscription and counted).
+// Publish claims the ringing p.ID of p.OrgID for the claim TTL and, when the claim is new, queues
+// p for every subscription of p.OrgID to one of p.Locations, once per subscription however many
+// of its locations p names. When this broker published the ringing already within the claim TTL,
+// it queues nothing and returns ErrRepeat. It fails, claiming nothing, when ctx has ended, when p
+// has no organization, no id or no location, or when the broker is closed; a full subscription
+// buffer is not a failure (the popup is dropped for that subscription and counted).
 func (m *Memory) Publish(ctx context.Context, p Popup) error {
 	if err := ctx.Err(); err != nil {
 		m.metrics.failed.Inc()
@@ -68,6 +84,11 @@ func (m *Memory) Publish(ctx context.Context, p Popup) error {
 		m.mu.RUnlock()
 		m.metrics.failed.Inc()
 		return ErrClosed
+	}
+	if !m.claims.claim(p.OrgID, p.ID) {
+		m.mu.RUnlock()
+		m.metrics.repeat.Inc()
+		return ErrRepeat
 	}
 	for i, l := range p.Locations {
 		for s := range m.subs[route{p.OrgID, l}] {

@@ -1,8 +1,11 @@
 package popup_test
 
 import (
+	"errors"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -97,4 +100,131 @@ func counter(t *testing.T, reg *prometheus.Registry, name, outcome string) float
 		}
 	}
 	return 0
+}
+
+// clock is a test clock moved by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestMemoryClaims(t *testing.T) {
+	// Each step publishes the popup id after moving the clock by wait, and expects it
+	// published (nil) or a repeat.
+	type step struct {
+		wait time.Duration
+		id   string
+		want error
+	}
+	tests := []struct {
+		name  string
+		opts  popup.MemoryOptions
+		steps []step
+	}{
+		{"held for the default TTL", popup.MemoryOptions{}, []step{
+			{0, "a", nil},
+			{popup.DefaultClaimTTL - time.Second, "a", popup.ErrRepeat},
+			{time.Second, "a", nil}, // expired: the ringing may be published again, and is claimed anew
+			{time.Second, "a", popup.ErrRepeat},
+		}},
+		{"held for the given TTL", popup.MemoryOptions{ClaimTTL: time.Minute}, []step{
+			{0, "a", nil},
+			{30 * time.Second, "b", nil},
+			{29 * time.Second, "a", popup.ErrRepeat},
+			{time.Second, "a", nil},
+			{0, "b", popup.ErrRepeat},
+			{30 * time.Second, "b", nil},
+		}},
+		{"bounded: the oldest claim goes first", popup.MemoryOptions{MaxClaims: 3}, []step{
+			{0, "a", nil},
+			{time.Second, "b", nil},
+			{time.Second, "c", nil},
+			{time.Second, "d", nil}, // a is forgotten early
+			{0, "a", nil},           // claimed anew; b is forgotten
+			{0, "c", popup.ErrRepeat},
+			{0, "d", popup.ErrRepeat},
+			{0, "b", nil},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &clock{now: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)}
+			reg := prometheus.NewRegistry()
+			tt.opts.Registerer = reg
+			m := popup.NewMemoryAt(tt.opts, clk.Now)
+			defer m.Close()
+			org := popuptest.OrgID(t)
+			s, err := m.Subscribe(t.Context(), org, []string{"main"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			published, repeats := 0, 0
+			for i, st := range tt.steps {
+				clk.add(st.wait)
+				err := m.Publish(t.Context(), popuptest.Sample(org, st.id, "main"))
+				if !errors.Is(err, st.want) || (st.want == nil && err != nil) {
+					t.Fatalf("step %d: publish %s: %v, want %v", i, st.id, err, st.want)
+				}
+				if err == nil {
+					published++
+					if p := popuptest.Receive(t, s); p.ID != st.id {
+						t.Fatalf("step %d: received %s, want %s", i, p.ID, st.id)
+					}
+				} else {
+					repeats++
+				}
+			}
+			for outcome, n := range map[string]int{"published": published, "repeat": repeats, "failed": 0} {
+				if got := counter(t, reg, "callwire_broker_popups_total", outcome); got != float64(n) {
+					t.Errorf("%s = %v, want %d", outcome, got, n)
+				}
+			}
+		})
+	}
+}
+
+// TestMemoryClaimsStayBounded publishes many more ringings than the claim set holds, across
+// the claim TTL, and checks that the broker still answers repeats of the newest.
+func TestMemoryClaimsStayBounded(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)}
+	m := popup.NewMemoryAt(popup.MemoryOptions{MaxClaims: 100, ClaimTTL: time.Minute}, clk.Now)
+	defer m.Close()
+	org := popuptest.OrgID(t)
+	for i := range 10_000 {
+		clk.add(time.Second)
+		if err := m.Publish(t.Context(), popuptest.Sample(org, strconv.Itoa(i), "main")); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if err := m.Publish(t.Context(), popuptest.Sample(org, strconv.Itoa(i), "main")); !errors.Is(err, popup.ErrRepeat) {
+			t.Fatalf("repeat of %d: %v, want ErrRepeat", i, err)
+		}
+		// Claims older than the TTL have gone, and never more than the bound are held.
+		if held, queued := m.ClaimsHeld(); held > 60 || queued > 4096 {
+			t.Fatalf("after %d ringings: %d claims held, %d queued", i+1, held, queued)
+		}
+	}
+	// Past the bound, the oldest go first.
+	big := popup.NewMemoryAt(popup.MemoryOptions{MaxClaims: 100}, clk.Now)
+	defer big.Close()
+	for i := range 10_000 {
+		if err := big.Publish(t.Context(), popuptest.Sample(org, strconv.Itoa(i), "main")); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if held, queued := big.ClaimsHeld(); held > 100 || queued > 4096 {
+			t.Fatalf("after %d ringings: %d claims held, %d queued", i+1, held, queued)
+		}
+	}
 }

@@ -33,8 +33,8 @@ const (
 // Popup is one ringing, for the workstations of one organization. Its JSON form is the message
 // on the broker and on the desk's event stream (see docs/popup.md).
 type Popup struct {
-	// ID identifies the ringing: the same for every report of the same call_received, so that
-	// consumers can drop repeats.
+	// ID identifies the ringing: the same for every report of a call_received of the same call,
+	// so that brokers publish it once and consumers can drop repeats. Required.
 	ID             string `json:"id"`
 	OrgID          string `json:"orgId"`
 	CallID         string `json:"callId"`
@@ -58,8 +58,12 @@ type Popup struct {
 // concurrent use and run the same contract tests (popuptest).
 type Broker interface {
 	// Publish delivers p to every current subscriber of p.OrgID whose locations include one of
-	// p.Locations. It returns once the broker has taken the popup, or ctx's error, or the broker's
-	// failure; it never waits for subscribers to read.
+	// p.Locations, once per ringing: it claims (p.OrgID, p.ID) for the broker's claim TTL as it
+	// publishes, atomically with the publish, and a popup whose claim is held already (a copy
+	// published through this broker, or one sharing its claims, within the TTL) is delivered to
+	// nobody and answered ErrRepeat. It returns once the broker has taken the popup, or ctx's
+	// error, or the broker's failure; it never waits for subscribers to read. A publish that
+	// fails before the broker took the popup claims nothing.
 	Publish(ctx context.Context, p Popup) error
 	// Subscribe starts delivery of the organization's popups for the given locations (one or
 	// more) to the returned subscription. Popups published after Subscribe returns are delivered;

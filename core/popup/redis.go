@@ -39,6 +39,10 @@ type RedisOptions struct {
 	// HealthInterval is how long a subscription waits in silence before it pings Redis; a ping
 	// unanswered for as long again ends the subscription. Default 5s.
 	HealthInterval time.Duration
+	// ClaimTTL is how long a published ringing stays claimed (the key ClaimKey(org, id)), so
+	// that a copy of it published through any broker on the same Redis server and database
+	// meanwhile is a repeat. Default DefaultClaimTTL.
+	ClaimTTL time.Duration
 }
 
 // Redis is the broker shared by every replica: Publish sends the popup with PUBLISH on
@@ -54,6 +58,8 @@ type Redis struct {
 	opts    RedisOptions
 	log     *slog.Logger
 	metrics brokerMetrics
+	// publishOnce is the script that claims a ringing and publishes it.
+	publishOnce redisScript
 
 	mu     sync.Mutex
 	closed bool
@@ -118,10 +124,16 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 	return r, nil
 }
 
-// Publish sends p as JSON on Channel(p.OrgID, l) for each location l of p, all in one round
-// trip. It returns once Redis has taken the popup, or with an error when ctx ends first, when
-// Redis fails or does not answer, when p has no organization or no location, or when the broker
-// is closed. When ctx has no deadline, the read and write timeouts together bound the whole call.
+// Publish claims the ringing p.ID of p.OrgID for the claim TTL and, when the claim is new, sends
+// p as JSON on Channel(p.OrgID, l) for each location l of p: one script, one round trip. When the
+// ringing is claimed already (by this broker or any other on the same Redis server and database),
+// it sends nothing and returns ErrRepeat. It returns once Redis has taken the popup, or with an
+// error when ctx ends first, when Redis fails or does not answer, when p has no organization, no
+// id or no location, or when the broker is closed. When ctx has no deadline, the read and write
+// timeouts together bound the whole call.
+//
+// A publish that fails before Redis ran the script claims nothing, so a retry can publish. One
+// whose reply was lost may have published and claimed; a retry is then a repeat.
 func (r *Redis) Publish(ctx context.Context, p Popup) error {
 	if err := ctx.Err(); err != nil {
 		r.metrics.failed.Inc()
@@ -148,15 +160,14 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 		ctx, cancel = context.WithTimeout(ctx, r.opts.ReadTimeout+r.opts.WriteTimeout)
 		defer cancel()
 	}
-	_, err = r.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for _, l := range UniqueLocations(p.Locations) {
-			pipe.Publish(ctx, Channel(p.OrgID, l), data)
-		}
-		return nil
-	})
+	published, err := r.claimAndPublish(ctx, p, data)
 	if err != nil {
 		r.metrics.failed.Inc()
-		return fmt.Errorf("popup: publish to redis: %w", err)
+		return err
+	}
+	if !published {
+		r.metrics.repeat.Inc()
+		return ErrRepeat
 	}
 	r.metrics.published.Inc()
 	return nil

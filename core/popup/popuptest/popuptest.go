@@ -141,6 +141,9 @@ func Run(t *testing.T, newBroker func(t *testing.T) popup.Broker) {
 		{"CancelledContextFailsFast", testCancelled},
 		{"RefusesIncompleteRequests", testRefuses},
 		{"Concurrent", testConcurrent},
+		{"RepeatsPublishOnce", testRepeatsOnce},
+		{"ConcurrentRepeatsPublishOnce", testConcurrentRepeats},
+		{"FailedPublishClaimsNothing", testFailedPublishClaimsNothing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -454,6 +457,9 @@ func testRefuses(t *testing.T, b popup.Broker) {
 	if err := b.Publish(ctx, Sample("", "no-org", "main")); err == nil {
 		t.Error("Publish without an organization succeeded")
 	}
+	if err := b.Publish(ctx, Sample(org, "", "main")); err == nil {
+		t.Error("Publish without an id succeeded")
+	}
 }
 
 func testConcurrent(t *testing.T, b popup.Broker) {
@@ -498,4 +504,81 @@ func testConcurrent(t *testing.T, b popup.Broker) {
 		}
 		seen[p.ID] = true
 	}
+}
+
+// Copies is how many copies of one popup the repeat tests publish at once.
+const Copies = 20
+
+func testRepeatsOnce(t *testing.T, b popup.Broker) {
+	org, other := OrgID(t), OrgID(t)
+	s := subscribe(t, b, org, "front", "back")
+	theirs := subscribe(t, b, other, "front")
+	publish(t, b, Sample(org, "ring", "front", "back"))
+	ctx, cancel := context.WithTimeout(t.Context(), Wait)
+	defer cancel()
+	// The same ringing again, even for other locations and with other content: a repeat.
+	again := Sample(org, "ring", "front")
+	again.TraceID, again.PublishedAt = "another-request", time.Now().UTC()
+	if err := b.Publish(ctx, again); !errors.Is(err, popup.ErrRepeat) {
+		t.Fatalf("second Publish of popup ring: %v, want popup.ErrRepeat", err)
+	}
+	// The claim is the organization's: another's popup of the same id rings its own desks.
+	publish(t, b, Sample(other, "ring", "front"))
+	publish(t, b, Sample(org, "marker", "back"))
+	expect(t, s, "ring", "marker")
+	expect(t, theirs, "ring")
+}
+
+func testConcurrentRepeats(t *testing.T, b popup.Broker) {
+	org := OrgID(t)
+	subs := []popup.Subscription{subscribe(t, b, org, "front"), subscribe(t, b, org, "front", "back")}
+	errs := make([]error, Copies)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range Copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := Sample(org, "racing", "front", "back")
+			p.TraceID = fmt.Sprintf("copy-%d", i)
+			ctx, cancel := context.WithTimeout(t.Context(), Wait)
+			defer cancel()
+			<-gate
+			errs[i] = b.Publish(ctx, p)
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	published, repeats := 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			published++
+		case errors.Is(err, popup.ErrRepeat):
+			repeats++
+		default:
+			t.Errorf("copy %d: %v", i, err)
+		}
+	}
+	if published != 1 || repeats != Copies-1 {
+		t.Errorf("%d copies published and %d were repeats, want 1 and %d", published, repeats, Copies-1)
+	}
+	// Exactly one arrives: the next popup after it is the marker.
+	publish(t, b, Sample(org, "marker", "front"))
+	for _, s := range subs {
+		expect(t, s, "racing", "marker")
+	}
+}
+
+func testFailedPublishClaimsNothing(t *testing.T, b popup.Broker) {
+	org := OrgID(t)
+	s := subscribe(t, b, org, "main")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := b.Publish(ctx, Sample(org, "retried", "main")); err == nil || errors.Is(err, popup.ErrRepeat) {
+		t.Fatalf("Publish with a cancelled context: %v, want a failure", err)
+	}
+	// The failed copy did not claim the ringing: the retry publishes it.
+	publish(t, b, Sample(org, "retried", "main"))
+	expect(t, s, "retried")
 }
