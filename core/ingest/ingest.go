@@ -36,8 +36,9 @@ type CallerLookup interface {
 
 // Publisher delivers popups to the workstations of an organization.
 type Publisher interface {
-	// Publish sends the popup to every location it names. An error means the popup was missed;
-	// it never fails the request.
+	// Publish sends the popup to every location it names, once per ringing (popup id). An error
+	// wrapping popup.ErrRepeat means the ringing was published already, by a copy of the report;
+	// any other error means the popup was missed. Neither fails the request.
 	Publish(ctx context.Context, p popup.Popup) error
 }
 
@@ -120,7 +121,7 @@ func New(o Options) (*Service, error) {
 			Name: "callwire_calls_created_total", Help: "Calls created.",
 		}),
 		popups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "callwire_popups_total", Help: "Popups by outcome: published, missed (broker failed), repeat (already on file), late (the call had already rung or moved on), dropped (no broker configured).",
+			Name: "callwire_popups_total", Help: "Popups by outcome: published, missed (broker failed), repeat (already on file, or published by a racing copy of the report), late (the call had already rung or moved on), dropped (no broker configured).",
 		}, []string{"outcome"}),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callwire_lookups_total", Help: "Caller lookups by outcome.",
@@ -270,7 +271,7 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 				pc.write.Clients = mustJSON(clients)
 			}
 			p := popup.Popup{
-				ID:             PopupID(orgID, ref),
+				ID:             PopupID(orgID, ref.Provider, ref.ProviderCallID),
 				OrgID:          orgID,
 				CallID:         pc.write.ID,
 				Provider:       ref.Provider,
@@ -329,12 +330,18 @@ func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup) {
 	pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
 	p.PublishedAt = s.opts.Now().UTC()
-	if err := s.opts.Publisher.Publish(pctx, p); err != nil {
+	err := s.opts.Publisher.Publish(pctx, p)
+	switch {
+	case errors.Is(err, popup.ErrRepeat):
+		// Another copy of the report, racing this one here or on another replica, rang the
+		// desks already.
+		s.metrics.popups.WithLabelValues("repeat").Inc()
+	case err != nil:
 		s.metrics.popups.WithLabelValues("missed").Inc()
 		log.warn("popup missed; the call is still recorded", "error", err, "call_id", p.CallID, "popup_id", p.ID)
-		return
+	default:
+		s.metrics.popups.WithLabelValues("published").Inc()
 	}
-	s.metrics.popups.WithLabelValues("published").Inc()
 }
 
 func (s *Service) result(log reqLog, events []event.Parsed, calls []*plannedCall, results []store.CallResult) (Result, error) {
@@ -390,11 +397,15 @@ func (s *Service) storeError(op string, err error) error {
 	return fmt.Errorf("ingest: %s: %w", op, err)
 }
 
-// PopupID returns the stable identifier of a ringing: the same for every report of the same
-// call_received of the same call.
-func PopupID(orgID string, ref store.EventRef) string {
+// PopupID returns the identifier of the ringing of the call filed under org, provider and
+// providerCallID: 32 hex digits, the same for every report of a call_received of that call,
+// whatever its dedupe key, and known before anything is stored. A call rings once (a later
+// call_received is late), so this is what brokers claim to publish the ringing once, and what
+// desks drop repeats by.
+func PopupID(orgID, provider, providerCallID string) string {
 	h := sha256.New()
-	for _, s := range []string{orgID, ref.Provider, ref.ProviderCallID, ref.DedupeKey} {
+	// The domain keeps the id from sharing its digits with CallID's, taken from the same key.
+	for _, s := range []string{"callwire popup", orgID, provider, providerCallID} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/callwire/callwire/core/popup"
+	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
 )
@@ -162,6 +165,29 @@ type recorder struct {
 	publishErr error
 	writeErr   error
 	popups     []popup.Popup
+
+	// holdWrites, when not nil, holds every write until it is closed; writers counts the
+	// writes waiting or done.
+	holdWrites chan struct{}
+	writers    int
+}
+
+// waitWriters waits until n writes have reached the store.
+func (r *recorder) waitWriters(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		got := r.writers
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes reached the store, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func newRecorder() *recorder {
@@ -211,6 +237,13 @@ func (r *recorder) Ringing(ctx context.Context, orgID string, refs []store.Event
 
 func (r *recorder) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error) {
 	r.step("write")
+	r.mu.Lock()
+	r.writers++
+	hold := r.holdWrites
+	r.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	if r.writeErr != nil {
 		return nil, r.writeErr
 	}
@@ -403,4 +436,106 @@ func TestFailureLogsCarryTraceAndOrg(t *testing.T) {
 			t.Errorf("log line lacks the request's ids or the error: %s", l)
 		}
 	}
+}
+
+func TestPopupIDIsTheRinging(t *testing.T) {
+	a := PopupID("o1", "sip", "x")
+	if len(a) != 32 {
+		t.Errorf("popup id %q, want 32 hex digits", a)
+	}
+	if a != PopupID("o1", "sip", "x") {
+		t.Error("popup id not stable")
+	}
+	for _, other := range []string{PopupID("o2", "sip", "x"), PopupID("o1", "sipx", ""), PopupID("o1", "sip", "y"),
+		strings.ReplaceAll(CallID("o1", "sip", "x"), "-", "")} {
+		if a == other {
+			t.Errorf("collision: %s", a)
+		}
+	}
+}
+
+// TestCopiesRacingRingOnce sends copies of one ringing through the pipeline at once, all before
+// any is on file, with the in-process broker: the desks see one popup, and the other copies are
+// counted as repeats, not as missed popups. Reports of the call's ringing under other dedupe
+// keys are the same ringing.
+func TestCopiesRacingRingOnce(t *testing.T) {
+	const copies = 20
+	for _, tt := range []struct {
+		name string
+		body func(i int) string
+	}{
+		{"identical", func(int) string { return ev("call_received", "a", 0, t0, "") }},
+		{"other dedupe keys", func(i int) string {
+			return ev("call_received", "a", i%3, t0, fmt.Sprintf(`,"providerEventId":"pe-%d"`, i%2))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRecorder()
+			reg := prometheus.NewRegistry()
+			b := popup.NewMemory(popup.MemoryOptions{})
+			defer b.Close()
+			s, err := New(Options{Writer: r, Lookup: r, Publisher: b, Registerer: reg, LookupTimeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub, err := b.Subscribe(t.Context(), "org1", []string{"main"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			// Every copy reads "not on file" before any is written, as racing requests do.
+			r.holdWrites = make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range copies {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := s.Ingest(t.Context(), "org1", fmt.Sprintf("trace-%d", i), parse(t, tt.body(i)), nil); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			r.waitWriters(t, copies)
+			close(r.holdWrites)
+			wg.Wait()
+			p := popuptest.Receive(t, sub)
+			if p.ID != PopupID("org1", "sip", "a") || p.ProviderCallID != "a" {
+				t.Errorf("popup %+v", p)
+			}
+			if err := b.Publish(t.Context(), popuptest.Sample("org1", "marker", "main")); err != nil {
+				t.Fatal(err)
+			}
+			if p := popuptest.Receive(t, sub); p.ID != "marker" {
+				t.Errorf("a second popup %s (%s) arrived for the same ringing", p.ID, p.TraceID)
+			}
+			want := map[string]float64{"published": 1, "repeat": copies - 1, "missed": 0}
+			for outcome, n := range want {
+				if got := popupsCounted(t, reg, outcome); got != n {
+					t.Errorf("callwire_popups_total{outcome=%q} = %v, want %v", outcome, got, n)
+				}
+			}
+		})
+	}
+}
+
+// popupsCounted reads callwire_popups_total{outcome} from reg.
+func popupsCounted(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "callwire_popups_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
