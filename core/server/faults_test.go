@@ -11,30 +11,40 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
+	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
 	"github.com/callwire/callwire/sdk/sdktest"
 )
+
+// postAll posts body n times at once, copy i to posters[i%len(posters)], and returns the replies
+// in copy order.
+func postAll(n int, body string, posters ...*env) []reply {
+	replies := make([]reply, n)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			replies[i] = posters[i%len(posters)].post(body)
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	return replies
+}
 
 func TestConcurrentIdenticalRetries(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		e := start(t, b.db(t))
 		body := batch(ev("call_received", "race", 0, ""), ev("call_answered", "race", 1, ""), ev("call_ended", "race", 2, ""))
 		const n = 50
-		replies := make([]reply, n)
-		var wg sync.WaitGroup
-		gate := make(chan struct{})
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-gate
-				replies[i] = e.post(body)
-			}()
-		}
-		close(gate)
-		wg.Wait()
+		replies := postAll(n, body, e)
 		created, status201 := 0, 0
 		ids := map[string]bool{}
 		for _, r := range replies {
@@ -61,6 +71,118 @@ func TestConcurrentIdenticalRetries(t *testing.T) {
 			t.Errorf("%d events stored, want 3", len(evs))
 		}
 	})
+}
+
+// TestConcurrentIdenticalRetriesRingOnce races copies of one call_received through one replica
+// with the in-process broker, and through two replicas sharing a PostgreSQL store and Redis: each
+// desk sees one popup, the call is stored once, and one answer says it was created.
+func TestConcurrentIdenticalRetriesRingOnce(t *testing.T) {
+	const copies = 20
+	for _, tc := range []struct {
+		name     string
+		backend  backend
+		redis    bool
+		replicas int
+	}{
+		{"embedded, in-process broker", backends()[0], false, 1},
+		{"postgres, in-process broker", backends()[1], false, 1},
+		{"postgres, redis, two replicas", backends()[1], true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Defaults()
+			cfg.Popups.Heartbeat = streamHeartbeat
+			// Generous, so that a loaded machine cannot turn a copy's publish into a miss.
+			cfg.Ingest.PublishTimeout = 5 * time.Second
+			if tc.redis {
+				cfg.Broker.Redis.URL = popuptest.RedisURL(t)
+			}
+			db := tc.backend.db(t)
+			var replicas []*env
+			for i := range tc.replicas {
+				// Each replica has a store of its own on the same database, as separate processes do.
+				st := openStoreAt(t, db)
+				if i == 0 {
+					_, e := replica(t, st, cfg, server.Options{}, "", "", "")
+					replicas = append(replicas, e)
+				} else {
+					first := replicas[0]
+					_, e := replica(t, st, cfg, server.Options{}, first.org, first.clientID, first.secret)
+					replicas = append(replicas, e)
+				}
+			}
+			org := replicas[0].org
+			deskID, deskSecret := replicas[0].newKey(org, nil, auth.ScopePopupsRead)
+			var desks []*popupStream
+			for _, e := range replicas {
+				s := e.stream(deskID, deskSecret, "?locations=front")
+				s.ready()
+				desks = append(desks, s)
+			}
+
+			replies := postAll(copies, ev("call_received", "race", 0, `,"locations":["front"]`), replicas...)
+			created, status201 := 0, 0
+			for i, r := range replies {
+				if r.status != http.StatusOK && r.status != http.StatusCreated {
+					t.Fatalf("copy %d: status %d %s", i, r.status, r.raw)
+				}
+				if r.status == http.StatusCreated {
+					status201++
+				}
+				if r.body.Calls[0].Created {
+					created++
+				}
+				if r.body.Calls[0].ID != replies[0].body.Calls[0].ID {
+					t.Errorf("copy %d names call %s, copy 0 %s", i, r.body.Calls[0].ID, replies[0].body.Calls[0].ID)
+				}
+			}
+			if created != 1 || status201 != 1 {
+				t.Errorf("created %d times, 201 %d times; want exactly one", created, status201)
+			}
+			call, evs := replicas[0].call(org, "sip", "race")
+			if call.ID != replies[0].body.Calls[0].ID || len(evs) != 1 {
+				t.Errorf("stored call %s with %d events, want %s with 1", call.ID, len(evs), replies[0].body.Calls[0].ID)
+			}
+
+			// The next call rings after the racing copies have all answered: whatever a desk
+			// receives before it is everything the copies published.
+			last := replicas[len(replicas)-1]
+			if r := last.post(ev("call_received", "marker", 0, `,"locations":["front"]`)); r.status != http.StatusCreated {
+				t.Fatalf("marker: %d %s", r.status, r.raw)
+			}
+			for d, desk := range desks {
+				rang := 0
+				for {
+					p := desk.popup()
+					if p.ProviderCallID == "marker" {
+						break
+					}
+					rang++
+					if p.ProviderCallID != "race" || p.CallID != call.ID || p.ID != ingest.PopupID(org, "sip", "race") {
+						t.Errorf("desk %d received %+v", d, p)
+					}
+				}
+				if rang != 1 {
+					t.Errorf("desk on replica %d received %d popups for the call, want 1", d, rang)
+				}
+				// Nor does anything trail in after.
+				desk.quiet(2 * streamHeartbeat)
+			}
+			var published, repeat, late, missed float64
+			for _, e := range replicas {
+				published += e.metric(`callwire_popups_total{outcome="published"}`)
+				repeat += e.metric(`callwire_popups_total{outcome="repeat"}`)
+				late += e.metric(`callwire_popups_total{outcome="late"}`)
+				missed += e.metric(`callwire_popups_total{outcome="missed"}`)
+			}
+			// Each other copy found the ringing claimed or on file (or, when the embedded store's
+			// two reads straddle another copy's write, the call ringing already: late). None is a
+			// missed popup.
+			if published != 2 || repeat+late != copies-1 || missed != 0 {
+				t.Errorf("popups published %v (with the marker), repeat %v, late %v, missed %v; want 2, %d in all, 0",
+					published, repeat, late, missed, copies-1)
+			}
+		})
+	}
 }
 
 func TestOppositeOrderBatchesDoNotDeadlock(t *testing.T) {

@@ -65,7 +65,14 @@ func replica(t *testing.T, st store.Store, cfg config.Config, so server.Options,
 
 func openStore(t *testing.T, b backend) store.Store {
 	t.Helper()
-	st, err := server.OpenStore(t.Context(), b.db(t))
+	return openStoreAt(t, b.db(t))
+}
+
+// openStoreAt opens a store on db, closed when the test ends. Opening several on one db gives
+// each replica of a test its own connections to the same data.
+func openStoreAt(t *testing.T, db config.Database) store.Store {
+	t.Helper()
+	st, err := server.OpenStore(t.Context(), db)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
