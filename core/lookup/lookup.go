@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 	"golang.org/x/sync/singleflight"
@@ -106,7 +106,7 @@ type Lookup struct {
 	opts     Options
 	client   *http.Client
 	log      *slog.Logger
-	answers  *expirable.LRU[answerKey, answer]
+	answers  *lru.Cache[answerKey, answer] // each answer carries its expiry, per Options.Now
 	settings singleflight.Group
 	metrics  metrics
 
@@ -224,6 +224,10 @@ func New(o Options) (*Lookup, error) {
 			}
 		}
 	}
+	answers, err := lru.New[answerKey, answer](o.CacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("lookup: answer cache: %w", err)
+	}
 	return &Lookup{
 		opts: o,
 		client: &http.Client{
@@ -231,7 +235,7 @@ func New(o Options) (*Lookup, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		log:     log,
-		answers: expirable.NewLRU[answerKey, answer](o.CacheSize, nil, max(o.CacheTTL, o.MissTTL)),
+		answers: answers,
 		metrics: m,
 		orgs:    map[string]*orgState{},
 	}, nil

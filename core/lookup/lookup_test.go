@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,9 +80,10 @@ func (c *clock) advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// adapter is an httptest server whose answer a test can change; it counts and keeps requests.
+// adapter is a client system's endpoint whose answer a test can change; it counts and keeps
+// requests. newAdapter serves it on a real socket; inProcess answers without one.
 type adapter struct {
-	*httptest.Server
+	URL      string
 	mu       sync.Mutex
 	handler  http.HandlerFunc
 	requests []*http.Request
@@ -90,17 +92,39 @@ type adapter struct {
 
 func newAdapter(t *testing.T, h http.HandlerFunc) *adapter {
 	a := &adapter{handler: h}
-	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.hits.Add(1)
-		a.mu.Lock()
-		a.requests = append(a.requests, r.Clone(context.WithoutCancel(r.Context())))
-		h := a.handler
-		a.mu.Unlock()
-		h(w, r)
-	}))
-	t.Cleanup(a.Close)
+	srv := httptest.NewServer(http.HandlerFunc(a.serve))
+	a.URL = srv.URL
+	t.Cleanup(srv.Close)
 	return a
 }
+
+func (a *adapter) serve(w http.ResponseWriter, r *http.Request) {
+	a.hits.Add(1)
+	a.mu.Lock()
+	a.requests = append(a.requests, r.Clone(context.WithoutCancel(r.Context())))
+	h := a.handler
+	a.mu.Unlock()
+	h(w, r)
+}
+
+// inProcess returns an adapter at url and the transport that reaches it: each request is
+// answered in the calling goroutine, with no socket, so a test can run inside a synctest bubble
+// (whose clock stands still while any of its goroutines waits on the network).
+func inProcess(url string, h http.HandlerFunc) (*adapter, http.RoundTripper) {
+	a := &adapter{URL: url, handler: h}
+	return a, roundTripper(func(r *http.Request) (*http.Response, error) {
+		rec := httptest.NewRecorder()
+		a.serve(rec, r)
+		if err := r.Context().Err(); err != nil {
+			return nil, err // as a real transport does when the request is abandoned
+		}
+		return rec.Result(), nil
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (a *adapter) setHandler(h http.HandlerFunc) {
 	a.mu.Lock()
@@ -323,9 +347,13 @@ func TestFailures(t *testing.T) {
 	}
 }
 
-func TestSlowAdapterBoundedByTimeout(t *testing.T) {
-	a := newAdapter(t, slow(5*time.Second))
-	f := newLookup(t, lookup.Options{Timeout: 150 * time.Millisecond})
+// TestSlowAdapterBoundedByTimeout runs in a synctest bubble, so that the time a lookup takes is
+// exactly the time it waited, whatever else the machine is doing.
+func TestSlowAdapterBoundedByTimeout(t *testing.T) { synctest.Test(t, testSlowAdapterBoundedByTimeout) }
+
+func testSlowAdapterBoundedByTimeout(t *testing.T) {
+	a, transport := inProcess("http://crm.riverside.example/lookup", slow(5*time.Second))
+	f := newLookup(t, lookup.Options{Timeout: 150 * time.Millisecond, Transport: transport})
 	f.orgs.set("own", store.Lookup{URL: a.URL, Timeout: 100 * time.Millisecond})
 	f.orgs.set("default", store.Lookup{URL: a.URL})
 	for _, tc := range []struct {
@@ -338,8 +366,8 @@ func TestSlowAdapterBoundedByTimeout(t *testing.T) {
 		if !errors.Is(err, lookup.ErrTimeout) {
 			t.Errorf("%s: error %v, want ErrTimeout", tc.org, err)
 		}
-		if took < tc.timeout || took > tc.timeout+400*time.Millisecond {
-			t.Errorf("%s: Lookup took %v, want about %v", tc.org, took, tc.timeout)
+		if took != tc.timeout {
+			t.Errorf("%s: Lookup took %v, want %v", tc.org, took, tc.timeout)
 		}
 	}
 	if got := f.metric(t, "callwire_lookup_results_total", "timeout"); got != 2 {
@@ -379,10 +407,14 @@ func TestConnectionRefused(t *testing.T) {
 	}
 }
 
-func TestBreaker(t *testing.T) {
-	const failures, open = 3, 300 * time.Millisecond
-	a := newAdapter(t, answer(500, ``))
-	f := newLookup(t, lookup.Options{BreakerFailures: failures, BreakerOpen: open})
+// TestBreaker runs in a synctest bubble: the breaker's open period passes on the bubble's
+// clock, not the machine's, and an open breaker must answer without any time passing at all.
+func TestBreaker(t *testing.T) { synctest.Test(t, testBreaker) }
+
+func testBreaker(t *testing.T) {
+	const failures, open = 3, 30 * time.Second
+	a, transport := inProcess("http://crm.riverside.example/lookup", answer(500, ``))
+	f := newLookup(t, lookup.Options{BreakerFailures: failures, BreakerOpen: open, Transport: transport})
 	f.orgs.set("down", store.Lookup{URL: a.URL})
 	f.orgs.set("other", store.Lookup{URL: a.URL + "/other"})
 
@@ -396,8 +428,8 @@ func TestBreaker(t *testing.T) {
 		if _, err := f.l.Lookup(t.Context(), "down", number); !errors.Is(err, lookup.ErrBreakerOpen) {
 			t.Fatalf("with the breaker open: %v, want ErrBreakerOpen", err)
 		}
-		if d := time.Since(start); d > 50*time.Millisecond {
-			t.Errorf("an open breaker took %v to answer", d)
+		if d := time.Since(start); d != 0 {
+			t.Errorf("an open breaker took %v to answer; it must not wait", d)
 		}
 	}
 	if n := a.hits.Load(); n != failures {
@@ -416,7 +448,7 @@ func TestBreaker(t *testing.T) {
 	}
 
 	// Half-open after BreakerOpen: one request goes through; a failure opens the breaker again.
-	time.Sleep(open + 50*time.Millisecond)
+	time.Sleep(open + time.Millisecond) // past the open period, on the bubble's clock
 	hits := a.hits.Load()
 	if _, err := f.l.Lookup(t.Context(), "down", number); !errors.Is(err, lookup.ErrAdapter) {
 		t.Fatalf("half-open probe: %v, want ErrAdapter", err)
@@ -430,7 +462,7 @@ func TestBreaker(t *testing.T) {
 
 	// The adapter recovers: the next probe succeeds and closes the breaker.
 	a.setHandler(answer(200, `{"clients":[{"externalId":"p-1","name":"Ada"}]}`))
-	time.Sleep(open + 50*time.Millisecond)
+	time.Sleep(open + time.Millisecond) // past the open period, on the bubble's clock
 	if got, err := f.l.Lookup(t.Context(), "down", number); err != nil || len(got) != 1 {
 		t.Fatalf("probe after recovery: %v, %v", got, err)
 	}
@@ -446,8 +478,12 @@ func TestBreaker(t *testing.T) {
 }
 
 func TestBreakerCountsTimeoutsNotCallerCancellation(t *testing.T) {
-	a := newAdapter(t, slow(5*time.Second))
-	f := newLookup(t, lookup.Options{BreakerFailures: 2, BreakerOpen: time.Minute})
+	synctest.Test(t, testBreakerCountsTimeoutsNotCallerCancellation)
+}
+
+func testBreakerCountsTimeoutsNotCallerCancellation(t *testing.T) {
+	a, transport := inProcess("http://crm.riverside.example/lookup", slow(5*time.Second))
+	f := newLookup(t, lookup.Options{BreakerFailures: 2, BreakerOpen: time.Minute, Transport: transport})
 	f.orgs.set("org-1", store.Lookup{URL: a.URL, Timeout: 2 * time.Second})
 	// The caller gives up before the organization's timeout: that says nothing of the adapter.
 	for range 5 {
