@@ -191,12 +191,15 @@ func serveProfiled(ctx context.Context, args []string) error {
 	if listen == "" || pprofAddr == "" {
 		return fmt.Errorf("%s: --listen and --pprof are required", serveProfiledCmd)
 	}
-	c, err := config.Load("", os.Environ(), nil, nil)
+	c, unknown, err := config.Load("", os.Environ(), nil, nil)
 	if err != nil {
 		return err
 	}
 	c.Server.Listen = listen
 	log := server.NewLogger(c.Log, os.Stderr)
+	for _, v := range unknown {
+		v.Warn(log)
+	}
 	st, err := server.OpenStore(ctx, c.Database)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)

@@ -21,15 +21,18 @@ func newAgent() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, _ := cmd.Flags().GetString("config")
-			c, err := agent.Load(path, os.Environ(), cmd.Flags(), map[string]string{
+			c, unknown, err := agent.Load(path, os.Environ(), cmd.Flags(), map[string]string{
 				"core-url":       "core.url",
 				"metrics-listen": "metrics.listen",
 				"outbox":         "outbox.path",
 			})
 			if err != nil {
+				warnUnknown(agent.NewLogger(agent.Defaults().Log, os.Stderr), unknown)
 				return err
 			}
-			return agent.Run(cmd.Context(), c, agent.RunOptions{})
+			log := agent.NewLogger(c.Log, os.Stderr)
+			warnUnknown(log, unknown)
+			return agent.Run(cmd.Context(), c, agent.RunOptions{Logger: log})
 		},
 	}
 	cmd.Flags().String("core-url", "", "the core's base URL (core.url)")

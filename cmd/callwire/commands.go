@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -20,18 +21,35 @@ import (
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/confload"
 )
 
 // loadConfig reads the configuration for cmd: --config, the environment, and the flags of cmd
-// that map to configuration keys.
-func loadConfig(cmd *cobra.Command, flagKeys map[string]string) (config.Config, error) {
+// that map to configuration keys. It returns the logger the configuration asks for, on which it
+// has warned of every CALLWIRE_ variable that sets nothing; when the configuration is wrong, those
+// warnings go to a logger with the default settings before the error is returned.
+func loadConfig(cmd *cobra.Command, flagKeys map[string]string) (config.Config, *slog.Logger, error) {
 	path, _ := cmd.Flags().GetString("config")
-	return config.Load(path, os.Environ(), cmd.Flags(), flagKeys)
+	c, unknown, err := config.Load(path, os.Environ(), cmd.Flags(), flagKeys)
+	if err != nil {
+		warnUnknown(server.NewLogger(config.Defaults().Log, os.Stderr), unknown)
+		return config.Config{}, nil, err
+	}
+	log := server.NewLogger(c.Log, os.Stderr)
+	warnUnknown(log, unknown)
+	return c, log, nil
+}
+
+// warnUnknown logs a warning on log for each variable of vars.
+func warnUnknown(log *slog.Logger, vars []confload.UnknownVariable) {
+	for _, v := range vars {
+		v.Warn(log)
+	}
 }
 
 // withStore loads the configuration, opens (and migrates) the store, and runs fn with it.
 func withStore(cmd *cobra.Command, fn func(st store.Store) error) error {
-	c, err := loadConfig(cmd, nil)
+	c, _, err := loadConfig(cmd, nil)
 	if err != nil {
 		return err
 	}
@@ -51,11 +69,10 @@ func newServe() *cobra.Command {
 			"(data/callwire.db); set database.url (CALLWIRE_DATABASE_URL) for PostgreSQL.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := loadConfig(cmd, map[string]string{"listen": "server.listen"})
+			c, log, err := loadConfig(cmd, map[string]string{"listen": "server.listen"})
 			if err != nil {
 				return err
 			}
-			log := server.NewLogger(c.Log, os.Stderr)
 			ctx := cmd.Context()
 			st, err := server.OpenStore(ctx, c.Database)
 			if err != nil {
@@ -87,7 +104,7 @@ func newMigrate() *cobra.Command {
 		Short: "Apply pending database migrations",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := loadConfig(cmd, nil)
+			c, _, err := loadConfig(cmd, nil)
 			if err != nil {
 				return err
 			}

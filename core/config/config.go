@@ -1,6 +1,11 @@
 // Package config loads callwire's configuration: built-in defaults, then a YAML file, then
 // CALLWIRE_* environment variables, then command-line flags, each layer overriding the one
 // before, into one typed Config. Nothing here is global; the loaded Config is passed down.
+//
+// The Config's koanf tags are the list of keys. A key in the file that the Config does not have
+// is an error naming it and the nearest known key ("databse: unknown key; did you mean
+// database?"); a CALLWIRE_ variable that sets nothing is returned by Load as a warning. The
+// loading itself is shared with the agent (internal/confload).
 package config
 
 import (
@@ -8,22 +13,18 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"sort"
-	"strings"
 	"time"
 
-	"github.com/knadh/koanf/parsers/yaml"
-	"github.com/knadh/koanf/providers/confmap"
-	"github.com/knadh/koanf/providers/file"
-	"github.com/knadh/koanf/providers/posflag"
-	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+
+	"github.com/callwire/callwire/internal/confload"
 )
 
 // EnvPrefix starts every environment variable callwire reads. The rest of the name is the key
-// with its first '.' written as '_': CALLWIRE_DATABASE_URL sets database.url and
-// CALLWIRE_SERVER_BODY_LIMIT sets server.body_limit.
+// in upper case with each '.' written as '_': CALLWIRE_DATABASE_URL sets database.url,
+// CALLWIRE_SERVER_BODY_LIMIT sets server.body_limit and CALLWIRE_BROKER_REDIS_URL sets
+// broker.redis.url (also CALLWIRE_REDIS_URL).
 const EnvPrefix = "CALLWIRE_"
 
 // Config is the whole configuration.
@@ -158,115 +159,71 @@ func Defaults() Config {
 	}
 }
 
+// UnknownVariable is a CALLWIRE_ variable that sets nothing, most likely a misspelt one: Load
+// returns them for the caller to log as warnings (UnknownVariable.Warn).
+type UnknownVariable = confload.UnknownVariable
+
+// UnknownKeyError is a key in the configuration file that the Config does not have; Load's error
+// wraps one for each.
+type UnknownKeyError = confload.UnknownKeyError
+
+// spec describes the Config to the loader shared with the agent: the koanf tags of Config are
+// the keys, and each key outside lists has a variable (server.body_limit is
+// CALLWIRE_SERVER_BODY_LIMIT).
+func spec() confload.Spec[Config] {
+	return confload.Spec[Config]{
+		Name:      "configuration",
+		Defaults:  Defaults(),
+		EnvPrefix: EnvPrefix,
+		// The old spelling of broker.redis.url's variable, kept.
+		EnvAliases: map[string]string{"CALLWIRE_REDIS_URL": "broker.redis.url"},
+		// The agent's (plugins/agent) variables: the agent reads them, not the core.
+		EnvElsewhere: []string{AgentEnvPrefix},
+		Problems:     Config.problems,
+	}
+}
+
+// AgentEnvPrefix starts the variables of `callwire agent`'s configuration, which Load neither
+// reads nor reports.
+const AgentEnvPrefix = "CALLWIRE_AGENT_"
+
 // Load builds the Config: defaults, then the YAML file at path (skipped when path is empty),
-// then environment variables from environ (os.Environ() in production), then the flags of fs
-// that were set on the command line (nil for none). A flag maps to a key through flagKeys, for
-// example "listen" → "server.listen"; unmapped flags are ignored. The result is validated.
-func Load(path string, environ []string, fs *pflag.FlagSet, flagKeys map[string]string) (Config, error) {
-	k := koanf.New(".")
-	if err := k.Load(confmap.Provider(defaultsMap(), "."), nil); err != nil {
-		return Config{}, fmt.Errorf("config: defaults: %w", err)
+// then CALLWIRE_* environment variables from environ (os.Environ() in production), then the
+// flags of fs that were set on the command line (nil for none). A flag maps to a key through
+// flagKeys, for example "listen" → "server.listen"; unmapped flags are ignored.
+//
+// The error lists every problem at once: each key of the file the Config does not have (with
+// the nearest known key when one is close), and every invalid value (see Validate). The
+// CALLWIRE_* variables that set nothing are returned, even with an error, for the caller to log
+// as warnings; the agent's CALLWIRE_AGENT_* variables and the project's variables that are not
+// configuration (such as CALLWIRE_TEST_DATABASE_URL) are never among them.
+func Load(path string, environ []string, fs *pflag.FlagSet, flagKeys map[string]string) (Config, []UnknownVariable, error) {
+	l, err := confload.New(spec())
+	if err != nil {
+		return Config{}, nil, err
 	}
-	if path != "" {
-		if _, err := os.Stat(path); err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
-		}
-		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
-			return Config{}, fmt.Errorf("config: read %s: %w", path, err)
-		}
-	}
-	envMap := map[string]any{}
-	for _, kv := range environ {
-		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) {
-			continue
-		}
-		if key := envKey(name); key != "" {
-			envMap[key] = val
-		}
-	}
-	if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
-		return Config{}, fmt.Errorf("config: environment: %w", err)
-	}
-	if fs != nil {
-		err := k.Load(posflag.ProviderWithFlag(fs, ".", k, func(f *pflag.Flag) (string, any) {
-			key, ok := flagKeys[f.Name]
-			if !ok || !f.Changed {
-				return "", nil
-			}
-			return key, posflag.FlagVal(fs, f)
-		}), nil)
-		if err != nil {
-			return Config{}, fmt.Errorf("config: flags: %w", err)
-		}
-	}
-	var c Config
-	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return l.Load(path, environ, fs, flagKeys)
 }
 
-// envAliases are environment variables whose key the first-underscore rule cannot spell.
-func envAliases() map[string]string {
-	return map[string]string{
-		"CALLWIRE_REDIS_URL":        "broker.redis.url",
-		"CALLWIRE_BROKER_REDIS_URL": "broker.redis.url",
+// Variables returns, sorted, every environment variable that sets a key of the Config.
+func Variables() []string {
+	l, err := confload.New(spec())
+	if err != nil {
+		return nil
 	}
-}
-
-// envKey maps CALLWIRE_DATABASE_URL to database.url; names that map to no section give "".
-func envKey(name string) string {
-	if key, ok := envAliases()[name]; ok {
-		return key
-	}
-	rest := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
-	section, key, ok := strings.Cut(rest, "_")
-	if !ok || key == "" {
-		return ""
-	}
-	switch section {
-	case "server", "database", "ingest", "lookup", "popups", "log":
-		return section + "." + key
-	}
-	return ""
-}
-
-func defaultsMap() map[string]any {
-	d := Defaults()
-	return map[string]any{
-		"server.listen":            d.Server.Listen,
-		"server.body_limit":        d.Server.BodyLimit,
-		"server.read_timeout":      d.Server.ReadTimeout.String(),
-		"server.write_timeout":     d.Server.WriteTimeout.String(),
-		"server.idle_timeout":      d.Server.IdleTimeout.String(),
-		"server.shutdown_timeout":  d.Server.ShutdownTimeout.String(),
-		"server.retry_after":       d.Server.RetryAfter.String(),
-		"database.url":             d.Database.URL,
-		"database.path":            d.Database.Path,
-		"database.max_conns":       d.Database.MaxConns,
-		"database.acquire_timeout": d.Database.AcquireTimeout.String(),
-		"database.auto_migrate":    d.Database.AutoMigrate,
-		"lookup.timeout":           d.Lookup.Timeout.String(),
-		"lookup.cache_ttl":         d.Lookup.CacheTTL.String(),
-		"lookup.miss_ttl":          d.Lookup.MissTTL.String(),
-		"lookup.cache_size":        d.Lookup.CacheSize,
-		"lookup.breaker_failures":  d.Lookup.BreakerFailures,
-		"lookup.breaker_open":      d.Lookup.BreakerOpen.String(),
-		"broker.redis.url":         d.Broker.Redis.URL,
-		"popups.heartbeat":         d.Popups.Heartbeat.String(),
-		"ingest.publish_timeout":   d.Ingest.PublishTimeout.String(),
-		"ingest.write_timeout":     d.Ingest.WriteTimeout.String(),
-		"log.level":                d.Log.Level,
-		"log.format":               d.Log.Format,
-	}
+	return l.Variables()
 }
 
 // Validate reports every problem with the configuration at once.
 func (c Config) Validate() error {
+	if errs := c.problems(); len(errs) > 0 {
+		return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// problems lists what is wrong with c, each naming its key.
+func (c Config) problems() []error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
@@ -326,10 +283,7 @@ func (c Config) Validate() error {
 	default:
 		bad("log.format", "must be json, text or auto, got %q", c.Log.Format)
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	return errs
 }
 
 func sortedKeys(m map[string]time.Duration) []string {

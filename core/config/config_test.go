@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 )
 
 func TestDefaultsAreValid(t *testing.T) {
-	c, err := Load("", nil, nil, nil)
+	c, _, err := Load("", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +35,12 @@ func TestLayers(t *testing.T) {
 	if err := fs.Parse([]string{"--listen", "127.0.0.1:9100", "--unmapped", "x"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path, env, fs, map[string]string{"listen": "server.listen"})
+	c, unknown, err := Load(path, env, fs, map[string]string{"listen": "server.listen"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(unknown) != 1 || unknown[0].Name != "CALLWIRE_NOPE" {
+		t.Errorf("unknown variables %v, want CALLWIRE_NOPE alone", unknown)
 	}
 	if c.Server.Listen != "127.0.0.1:9100" {
 		t.Errorf("flag must win: %s", c.Server.Listen)
@@ -55,7 +59,7 @@ func TestLayers(t *testing.T) {
 func TestUnsetFlagDoesNotOverride(t *testing.T) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.String("listen", ":1", "")
-	c, err := Load("", []string{"CALLWIRE_SERVER_LISTEN=:7000"}, fs, map[string]string{"listen": "server.listen"})
+	c, _, err := Load("", []string{"CALLWIRE_SERVER_LISTEN=:7000"}, fs, map[string]string{"listen": "server.listen"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +70,7 @@ func TestUnsetFlagDoesNotOverride(t *testing.T) {
 
 func TestValidateReportsEveryProblem(t *testing.T) {
 	env := []string{"CALLWIRE_SERVER_LISTEN=nope", "CALLWIRE_DATABASE_URL=mysql://x", "CALLWIRE_LOG_LEVEL=loud", "CALLWIRE_INGEST_WRITE_TIMEOUT=-1s", "CALLWIRE_DATABASE_MAX_CONNS=0"}
-	_, err := Load("", env, nil, nil)
+	_, _, err := Load("", env, nil, nil)
 	if err == nil {
 		t.Fatal("want error")
 	}
@@ -78,15 +82,102 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 }
 
 func TestBadInputs(t *testing.T) {
-	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), nil, nil, nil); err == nil {
+	if _, _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), nil, nil, nil); err == nil {
 		t.Error("missing config file must be an error")
 	}
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(path, []byte("server: [unclosed"), 0o600)
-	if _, err := Load(path, nil, nil, nil); err == nil {
+	if _, _, err := Load(path, nil, nil, nil); err == nil {
 		t.Error("malformed yaml must be an error")
 	}
-	if _, err := Load("", []string{"CALLWIRE_SERVER_READ_TIMEOUT=soon"}, nil, nil); err == nil {
+	if _, _, err := Load("", []string{"CALLWIRE_SERVER_READ_TIMEOUT=soon"}, nil, nil); err == nil {
 		t.Error("bad duration must be an error")
+	}
+}
+
+func TestUnknownKeysAreErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want []string // each in the error; none: the file loads
+	}{
+		{name: "the sample file", yaml: "server:\n  listen: :9000\ndatabase:\n  url: postgres://u@h/db\nbroker:\n  redis:\n    url: redis://h:6379/0\nlog:\n  level: debug\n"},
+		{name: "section typo", yaml: "databse:\n  url: postgres://u@h/db\n", want: []string{"databse: unknown key; did you mean database?"}},
+		{name: "nested typo", yaml: "server:\n  listn: :9000\n", want: []string{"server.listn: unknown key; did you mean server.listen?"}},
+		{name: "broker typo", yaml: "broker:\n  redis:\n    ulr: redis://h\n", want: []string{"broker.redis.ulr: unknown key; did you mean broker.redis.url?"}},
+		{name: "every unknown key, with the invalid values", yaml: "databse: {url: x}\nserver: {listn: x, body_limit: 1}\nlookup: {cache_tll: 1m}\nnonsense: 1\n",
+			want: []string{"databse: unknown key; did you mean database?", "server.listn: unknown key; did you mean server.listen?",
+				"lookup.cache_tll: unknown key; did you mean lookup.cache_ttl?", "nonsense: unknown key", "server.body_limit: must be at least 4096"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "callwire.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := Load(path, nil, nil, nil)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("loaded; want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownVariablesAreWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		environ []string
+		want    []UnknownVariable
+	}{
+		{name: "typo", environ: []string{"CALLWIRE_DATABSE_URL=postgres://u@h/db"},
+			want: []UnknownVariable{{Name: "CALLWIRE_DATABSE_URL", Suggestion: "CALLWIRE_DATABASE_URL"}}},
+		{name: "key typo", environ: []string{"CALLWIRE_SERVER_LISTN=:9000", "CALLWIRE_LOOKUP_CACHE_TLL=1m"},
+			want: []UnknownVariable{{Name: "CALLWIRE_LOOKUP_CACHE_TLL", Suggestion: "CALLWIRE_LOOKUP_CACHE_TTL"},
+				{Name: "CALLWIRE_SERVER_LISTN", Suggestion: "CALLWIRE_SERVER_LISTEN"}}},
+		{name: "the agent's variables", environ: []string{"CALLWIRE_AGENT_CORE_URL=https://x", "CALLWIRE_AGENT_OUTBOX_PATH=/x"}},
+		{name: "the tests' and tools' variables", environ: []string{"CALLWIRE_TEST_DATABASE_URL=postgres://x", "CALLWIRE_TEST_REDIS_URL=redis://x",
+			"CALLWIRE_REQUIRE_SERVICES=1", "CALLWIRE_REQUIRE_BROWSER=1", "CALLWIRE_CHROMIUM=/usr/bin/chromium", "CALLWIRE_BROWSER_INSTALL=0",
+			"CALLWIRE_ARTIFACTS_DIR=/tmp", "CALLWIRE_BENCH_DATABASE_URL=postgres://x", "CALLWIRE_TRANSLATOR=cookie"}},
+		{name: "every key's variable, and the alias", environ: func() []string {
+			var env []string
+			for _, v := range Variables() {
+				env = append(env, v+"=1") // invalid values: the variables are still known
+			}
+			return env
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, got, _ := Load("", tc.environ, nil, nil)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("unknown variables %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestVariablesAreDocumented keeps docs/configuration.md's tables in step with the Config.
+func TestVariablesAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := Variables()
+	if len(vars) < 20 {
+		t.Fatalf("variables %v", vars)
+	}
+	for _, v := range vars {
+		if !strings.Contains(string(doc), "`"+v+"`") {
+			t.Errorf("docs/configuration.md does not mention %s", v)
+		}
 	}
 }

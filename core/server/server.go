@@ -25,6 +25,7 @@ import (
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres"
 	"github.com/callwire/callwire/core/store/sqlite"
+	"github.com/callwire/callwire/internal/logging"
 )
 
 // OpenStore opens the store the configuration names: PostgreSQL when URL is set, otherwise the
@@ -274,20 +275,7 @@ func (s *Server) Run(ctx context.Context, addr string, ready func(net.Addr)) err
 }
 
 // NewLogger returns the slog logger the configuration asks for, writing to w (os.Stderr in
-// production).
+// production). The agent's logger is built alike (internal/logging).
 func NewLogger(c config.Log, w *os.File) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
-	format := c.Format
-	if format == "auto" {
-		format = "json"
-		if fi, err := w.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			format = "text"
-		}
-	}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return logging.New(w, c.Level, c.Format)
 }

@@ -10,7 +10,7 @@ import (
 // TestSampleIsDefaults loads the sample file and checks that it states exactly the built-in
 // defaults, so the sample and docs/configuration.md cannot drift from the code.
 func TestSampleIsDefaults(t *testing.T) {
-	c, err := config.Load("callwire.yaml", nil, nil, nil)
+	c, _, err := config.Load("callwire.yaml", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

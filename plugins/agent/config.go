@@ -11,16 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/knadh/koanf/parsers/yaml"
-	"github.com/knadh/koanf/providers/confmap"
-	"github.com/knadh/koanf/providers/file"
-	"github.com/knadh/koanf/providers/posflag"
-	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+
+	"github.com/callwire/callwire/internal/confload"
 )
 
 // EnvPrefix starts every environment variable the agent reads. The rest of the name is the key
-// with its first '.' written as '_': CALLWIRE_AGENT_CORE_URL sets core.url and
+// in upper case with each '.' written as '_': CALLWIRE_AGENT_CORE_URL sets core.url and
 // CALLWIRE_AGENT_OUTBOX_MAX_EVENTS sets outbox.max_events. The translators list is set in the
 // file only.
 const EnvPrefix = "CALLWIRE_AGENT_"
@@ -134,107 +131,68 @@ func Defaults() Config {
 	}
 }
 
-func defaultsMap() map[string]any {
-	d := Defaults()
-	return map[string]any{
-		"core.url":                  d.Core.URL,
-		"core.client_id":            d.Core.ClientID,
-		"core.secret":               d.Core.Secret,
-		"core.secret_file":          d.Core.SecretFile,
-		"core.bearer":               d.Core.Bearer,
-		"outbox.path":               d.Outbox.Path,
-		"outbox.max_events":         d.Outbox.MaxEvents,
-		"outbox.max_bytes":          d.Outbox.MaxBytes,
-		"outbox.dead_letter":        d.Outbox.DeadLetter,
-		"delivery.workers":          d.Delivery.Workers,
-		"delivery.min_backoff":      d.Delivery.MinBackoff.String(),
-		"delivery.max_backoff":      d.Delivery.MaxBackoff.String(),
-		"delivery.request_timeout":  d.Delivery.RequestTimeout.String(),
-		"delivery.shutdown_timeout": d.Delivery.ShutdownTimeout.String(),
-		"metrics.listen":            d.Metrics.Listen,
-		"metrics.log_interval":      d.Metrics.LogInterval.String(),
-		"log.level":                 d.Log.Level,
-		"log.format":                d.Log.Format,
+// UnknownVariable is a CALLWIRE_AGENT_ variable that sets nothing, most likely a misspelt one:
+// Load returns them for the caller to log as warnings (UnknownVariable.Warn).
+type UnknownVariable = confload.UnknownVariable
+
+// UnknownKeyError is a key in the agent's configuration file that the Config does not have;
+// Load's error wraps one for each.
+type UnknownKeyError = confload.UnknownKeyError
+
+// spec describes the Config to the loader shared with the core: the koanf tags of Config are the
+// keys (a translator's config block is free-form, its own), and each key outside the translators
+// list has a variable (outbox.max_events is CALLWIRE_AGENT_OUTBOX_MAX_EVENTS).
+func spec() confload.Spec[Config] {
+	return confload.Spec[Config]{
+		Name:      "agent configuration",
+		Defaults:  Defaults(),
+		EnvPrefix: EnvPrefix,
+		Problems:  Config.problems,
 	}
+}
+
+// Variables returns, sorted, every environment variable that sets a key of the Config.
+func Variables() []string {
+	l, err := confload.New(spec())
+	if err != nil {
+		return nil
+	}
+	return l.Variables()
 }
 
 // Load builds the Config: defaults, then the YAML file at path (skipped when path is empty),
 // then CALLWIRE_AGENT_* variables from environ (os.Environ() in production), then the flags of
 // fs that were set on the command line (nil for none), each mapped to a key through flagKeys,
 // for example "core-url" → "core.url". It reads core.secret_file into Core.Secret (clearing
-// Core.SecretFile) and returns the result validated: the error lists every problem.
-func Load(path string, environ []string, fs *pflag.FlagSet, flagKeys map[string]string) (Config, error) {
-	k := koanf.New(".")
-	if err := k.Load(confmap.Provider(defaultsMap(), "."), nil); err != nil {
-		return Config{}, fmt.Errorf("agent config: defaults: %w", err)
+// Core.SecretFile) and returns the result validated.
+//
+// The error lists every problem at once: each key of the file the Config does not have (with the
+// nearest known key when one is close; the keys inside a translator's config block are the
+// translator's own and never checked), and every invalid value (see Validate). The
+// CALLWIRE_AGENT_* variables that set nothing are returned, even with an error, for the caller
+// to log as warnings; the project's variables that are not configuration are never among them.
+func Load(path string, environ []string, fs *pflag.FlagSet, flagKeys map[string]string) (Config, []UnknownVariable, error) {
+	l, err := confload.New(spec())
+	if err != nil {
+		return Config{}, nil, err
 	}
-	if path != "" {
-		if _, err := os.Stat(path); err != nil {
-			return Config{}, fmt.Errorf("agent config: %w", err)
-		}
-		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
-			return Config{}, fmt.Errorf("agent config: read %s: %w", path, err)
-		}
-	}
-	envMap := map[string]any{}
-	for _, kv := range environ {
-		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) {
-			continue
-		}
-		if key := envKey(name); key != "" {
-			envMap[key] = val
-		}
-	}
-	if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
-		return Config{}, fmt.Errorf("agent config: environment: %w", err)
-	}
-	if fs != nil {
-		err := k.Load(posflag.ProviderWithFlag(fs, ".", k, func(f *pflag.Flag) (string, any) {
-			key, ok := flagKeys[f.Name]
-			if !ok || !f.Changed {
-				return "", nil
-			}
-			return key, posflag.FlagVal(fs, f)
-		}), nil)
-		if err != nil {
-			return Config{}, fmt.Errorf("agent config: flags: %w", err)
-		}
-	}
-	var c Config
-	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
-		return Config{}, fmt.Errorf("agent config: %w", err)
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
+	c, unknown, err := l.Load(path, environ, fs, flagKeys)
+	if err != nil {
+		return Config{}, unknown, err
 	}
 	if c.Core.SecretFile != "" {
 		b, err := os.ReadFile(c.Core.SecretFile)
 		if err != nil {
-			return Config{}, fmt.Errorf("invalid agent configuration: core.secret_file: %w", err)
+			return Config{}, unknown, fmt.Errorf("invalid agent configuration: core.secret_file: %w", err)
 		}
 		c.Core.Secret = strings.TrimSpace(string(b))
 		if c.Core.Secret == "" {
-			return Config{}, fmt.Errorf("invalid agent configuration: core.secret_file: %s is empty", c.Core.SecretFile)
+			return Config{}, unknown, fmt.Errorf("invalid agent configuration: core.secret_file: %s is empty", c.Core.SecretFile)
 		}
 		// The secret is resolved: the result validates again (as Run does) with Secret alone.
 		c.Core.SecretFile = ""
 	}
-	return c, nil
-}
-
-// envKey maps CALLWIRE_AGENT_CORE_URL to core.url; names that map to no section give "".
-func envKey(name string) string {
-	rest := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
-	section, key, ok := strings.Cut(rest, "_")
-	if !ok || key == "" {
-		return ""
-	}
-	switch section {
-	case "core", "outbox", "delivery", "metrics", "log":
-		return section + "." + key
-	}
-	return ""
+	return c, unknown, nil
 }
 
 // validName reports whether s may name a translator: 1 to 64 letters, digits, '.', '_' and
@@ -254,6 +212,14 @@ func validName(s string) bool {
 
 // Validate reports every problem with the configuration at once.
 func (c Config) Validate() error {
+	if errs := c.problems(); len(errs) > 0 {
+		return fmt.Errorf("invalid agent configuration: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// problems lists what is wrong with c, each naming its key.
+func (c Config) problems() []error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
@@ -346,8 +312,5 @@ func (c Config) Validate() error {
 			bad(key+".config", "cannot be written as JSON: %v", err)
 		}
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("invalid agent configuration: %w", errors.Join(errs...))
+	return errs
 }

@@ -51,9 +51,12 @@ translators:
 	}
 	env := []string{"CALLWIRE_AGENT_OUTBOX_MAX_EVENTS=700", "CALLWIRE_AGENT_DELIVERY_MAX_BACKOFF=2m",
 		"CALLWIRE_DATABASE_URL=ignored", "CALLWIRE_AGENT_NOSUCH=1"}
-	c, err := agent.Load(path, env, fs, map[string]string{"metrics-listen": "metrics.listen"})
+	c, unknown, err := agent.Load(path, env, fs, map[string]string{"metrics-listen": "metrics.listen"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(unknown) != 1 || unknown[0].Name != "CALLWIRE_AGENT_NOSUCH" {
+		t.Errorf("unknown variables %v, want CALLWIRE_AGENT_NOSUCH alone", unknown)
 	}
 	if c.Core.Secret != "cwsk_from_file" || c.Core.URL != "https://calls.example.org" || c.Core.ClientID != "cwid_1" {
 		t.Errorf("core %+v", c.Core)
@@ -125,7 +128,7 @@ translators:
     builtin: sip
     args: [-v]
 `)
-	_, err := agent.Load(path, nil, nil, nil)
+	_, _, err := agent.Load(path, nil, nil, nil)
 	if err == nil {
 		t.Fatal("loaded")
 	}
@@ -137,13 +140,94 @@ translators:
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	if _, err := agent.Load("", nil, nil, nil); err == nil || !strings.Contains(err.Error(), "core.url: is required") {
+	if _, _, err := agent.Load("", nil, nil, nil); err == nil || !strings.Contains(err.Error(), "core.url: is required") {
 		t.Errorf("no configuration: %v", err)
 	}
 	empty := writeFile(t, "empty", "\n")
-	_, err = agent.Load("", []string{"CALLWIRE_AGENT_CORE_URL=http://x", "CALLWIRE_AGENT_CORE_BEARER=true",
+	_, _, err = agent.Load("", []string{"CALLWIRE_AGENT_CORE_URL=http://x", "CALLWIRE_AGENT_CORE_BEARER=true",
 		"CALLWIRE_AGENT_CORE_SECRET_FILE=" + empty}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Errorf("empty secret file: %v", err)
+	}
+}
+
+func TestUnknownKeysAreErrors(t *testing.T) {
+	const valid = "core:\n  url: https://calls.example.org\n  client_id: cwid_1\n  secret: cwsk_1\n"
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want []string // each in the error; none: the file loads
+	}{
+		{name: "valid, with free-form translator config", yaml: valid + "translators:\n  - name: sip\n    builtin: sip\n" +
+			"    config: {listen: udp://0.0.0.0:5060, nmae: anything, nested: {whatever: 1}}\n"},
+		{name: "section typo", yaml: valid + "outbx:\n  path: /var/lib/outbox.db\n", want: []string{"outbx: unknown key; did you mean outbox?"}},
+		{name: "nested typo", yaml: valid + "metrics:\n  listn: 127.0.0.1:1\n", want: []string{"metrics.listn: unknown key; did you mean metrics.listen?"}},
+		{name: "translator entry typo", yaml: valid + "translators:\n  - name: a\n    builtin: sip\n  - name: b\n    pth: /bin/b\n    confg: {x: 1}\n",
+			want: []string{"translators[1].pth: unknown key; did you mean translators[1].path?",
+				"translators[1].confg: unknown key; did you mean translators[1].config?", "translators[1]: needs builtin"}},
+		{name: "every unknown key, with the invalid values", yaml: "core:\n  url: https://x\n  secrt: s\ndelivery: {workrs: 2}\ncolour: blue\n",
+			want: []string{"core.secrt: unknown key; did you mean core.secret?", "delivery.workrs: unknown key; did you mean delivery.workers?",
+				"colour: unknown key", "core.secret: is required"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := agent.Load(writeFile(t, "agent.yaml", tc.yaml), nil, nil, nil)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("loaded; want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownVariablesAreWarnings(t *testing.T) {
+	base := []string{"CALLWIRE_AGENT_CORE_URL=https://x", "CALLWIRE_AGENT_CORE_CLIENT_ID=cwid_1", "CALLWIRE_AGENT_CORE_SECRET=cwsk_1"}
+	for _, tc := range []struct {
+		name    string
+		environ []string
+		want    []agent.UnknownVariable
+	}{
+		{name: "typo", environ: []string{"CALLWIRE_AGENT_OUTBOX_MAX_EVENT=5"},
+			want: []agent.UnknownVariable{{Name: "CALLWIRE_AGENT_OUTBOX_MAX_EVENT", Suggestion: "CALLWIRE_AGENT_OUTBOX_MAX_EVENTS"}}},
+		{name: "section typo", environ: []string{"CALLWIRE_AGENT_CORE_ULR=https://y"},
+			want: []agent.UnknownVariable{{Name: "CALLWIRE_AGENT_CORE_ULR", Suggestion: "CALLWIRE_AGENT_CORE_URL"}}},
+		{name: "the core's variables", environ: []string{"CALLWIRE_DATABASE_URL=postgres://x", "CALLWIRE_DATABSE_URL=postgres://x"}},
+		{name: "the tests' variables", environ: []string{"CALLWIRE_AGENT_KILL_HELPER=1", "CALLWIRE_TEST_DATABASE_URL=x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, got, err := agent.Load("", append(base, tc.environ...), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
+				t.Errorf("unknown variables %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestVariablesAreDocumented keeps docs/agent.md's tables in step with the Config.
+func TestVariablesAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/agent.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := agent.Variables()
+	if len(vars) < 15 {
+		t.Fatalf("variables %v", vars)
+	}
+	for _, v := range vars {
+		if !strings.Contains(string(doc), "`"+v+"`") {
+			t.Errorf("docs/agent.md does not mention %s", v)
+		}
 	}
 }

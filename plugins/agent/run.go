@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/callwire/callwire/internal/logging"
 	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk"
 	"github.com/callwire/callwire/sdk/outbox"
@@ -181,22 +182,9 @@ func addrString(a net.Addr) string {
 }
 
 // NewLogger returns the agent's logger for c writing to w: JSON, or text when c.Format is text
-// (or auto and w is a terminal), at c.Level.
+// (or auto and w is a terminal), at c.Level. The core's logger is built alike (internal/logging).
 func NewLogger(c Log, w *os.File) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
-	format := c.Format
-	if format == "auto" || format == "" {
-		format = "json"
-		if fi, err := w.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			format = "text"
-		}
-	}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return logging.New(w, c.Level, c.Format)
 }
 
 // statusInterval maps the configuration's log interval, where 0 means no status lines, to the
