@@ -60,6 +60,10 @@ type Options struct {
 	Ingest Ingester
 	// Ready reports whether the service can take writes (the store answers); nil means always.
 	Ready func(ctx context.Context) error
+	// Broker is the popup broker's state, named in /readyz and checked before a popup stream
+	// subscribes; nil means the broker is not checked (the in-process broker is up as long as
+	// the process is).
+	Broker BrokerHealth
 	// BaseContext is the parent of every request's context. Cancel it only after shutdown.
 	BaseContext context.Context
 	Logger      *slog.Logger
@@ -284,7 +288,29 @@ func (a *api) errorHandler(c *fiber.Ctx, err error) error {
 	return a.fail(c, fe.Code, msg, nil)
 }
 
+// BrokerHealth is the popup broker's state as readiness and the popup stream see it.
+// *popup.Redis satisfies it.
+type BrokerHealth interface {
+	// Up reports whether the broker can carry popups now.
+	Up() bool
+}
+
+// Readiness check results, as /readyz names them.
+const (
+	checkOK       = "ok"
+	checkDegraded = "degraded"
+)
+
+// readiness is the body of a 200 from /readyz: status "ready" (the store answers, so calls are
+// recorded) and the result of each check. A broker that is down leaves the service ready, with
+// the broker "degraded": calls are still recorded, only their popups are missed.
+type readiness struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+}
+
 func (a *api) readyz(c *fiber.Ctx) error {
+	r := readiness{Status: "ready", Checks: map[string]string{}}
 	if a.o.Ready != nil {
 		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 		defer cancel()
@@ -292,8 +318,15 @@ func (a *api) readyz(c *fiber.Ctx) error {
 			a.log.Warn("not ready", "trace_id", trace(c), "error", err)
 			return a.fail(c, fiber.StatusServiceUnavailable, "not ready: the store does not answer", nil)
 		}
+		r.Checks["store"] = checkOK
 	}
-	return c.JSON(fiber.Map{"status": "ready"})
+	if a.o.Broker != nil {
+		r.Checks["broker"] = checkOK
+		if !a.o.Broker.Up() {
+			r.Checks["broker"] = checkDegraded
+		}
+	}
+	return c.JSON(r)
 }
 
 // response is the success body.

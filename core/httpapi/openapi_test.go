@@ -300,6 +300,7 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 		ingest       fakeIngest
 		ready        error
 		popups       httpapi.Popups
+		broker       httpapi.BrokerHealth
 		want         int
 		docMethod    string // the documented operation holding the status, when not method itself
 		documentedAt string // "-" when the status is documented in components only
@@ -320,6 +321,7 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 		{name: "healthz method", method: "POST", path: "/healthz", docMethod: "GET", want: 405},
 		{name: "readyz", method: "GET", path: "/readyz", want: 200},
 		{name: "readyz failing", method: "GET", path: "/readyz", ready: errors.New("down"), want: 503},
+		{name: "readyz broker degraded", method: "GET", path: "/readyz", broker: brokerState(false), want: 200},
 		{name: "metrics", method: "GET", path: "/metrics", want: 200},
 		{name: "no such path", method: "GET", path: "/api/v1/calls", want: 404, documentedAt: "-"},
 		{name: "stream", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{p: desk}, want: 200},
@@ -327,6 +329,7 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 		{name: "stream unauthenticated", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{err: &auth.Error{Kind: auth.KindUnauthenticated, Message: "no"}}, want: 401},
 		{name: "stream missing scope", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{p: fed}, want: 403},
 		{name: "stream broker down", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{p: desk}, popups: brokenPopups{}, want: 503},
+		{name: "stream broker known down", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{p: desk}, broker: brokerState(false), want: 503},
 		{name: "stream store failure", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{err: errors.New("boom")}, want: 500},
 		{name: "stream method", method: "POST", path: httpapi.PopupsStreamPath, docMethod: "GET", want: 405},
 		{name: "desk", method: "GET", path: httpapi.DeskPath, want: 200},
@@ -341,6 +344,7 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 				Ready:      func(context.Context) error { return tt.ready },
 				Registerer: reg, Gatherer: reg,
 				Popups: cmp.Or[httpapi.Popups](tt.popups, mem),
+				Broker: tt.broker,
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -145,6 +145,10 @@ func (a *api) streamPopups(c *fiber.Ctx) error {
 	if msg != "" {
 		return a.fail(c, fiber.StatusBadRequest, msg, nil)
 	}
+	if a.o.Broker != nil && !a.o.Broker.Up() {
+		a.log.Warn("popup broker is down; popup stream answered 503", "trace_id", tr, "org_id", p.OrgID)
+		return a.fail(c, fiber.StatusServiceUnavailable, "popups are unavailable: the popup broker is down; reconnect after Retry-After seconds", nil)
+	}
 	// The stream outlives this handler and must not be cut by the request timeout: its context
 	// descends from StreamContext, which ends only as the server shuts down.
 	sctx, cancel := context.WithCancel(a.o.StreamContext)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,13 +38,24 @@ type RedisOptions struct {
 	// SubscribeTimeout bounds waiting for Redis to confirm a subscription. Default 2s.
 	SubscribeTimeout time.Duration
 	// HealthInterval is how long a subscription waits in silence before it pings Redis; a ping
-	// unanswered for as long again ends the subscription. Default 5s.
+	// unanswered for as long again ends the subscription. It is also how often the broker pings
+	// Redis while Redis is up. Default 5s.
 	HealthInterval time.Duration
 	// ClaimTTL is how long a published ringing stays claimed (the key ClaimKey(org, id)), so
 	// that a copy of it published through any broker on the same Redis server and database
 	// meanwhile is a repeat. Default DefaultClaimTTL.
 	ClaimTTL time.Duration
+	// RetryInterval is the longest wait between two pings while Redis is down: they start 100ms
+	// apart and the wait doubles up to it. Default 2s.
+	RetryInterval time.Duration
 }
+
+// ErrDown is what Publish and Subscribe return at once, without asking Redis, while the broker
+// knows Redis to be down (see Redis.Up).
+var ErrDown = errors.New("popup: redis is down")
+
+// firstRetry is the wait before the first ping after Redis was found down.
+const firstRetry = 100 * time.Millisecond
 
 // Redis is the broker shared by every replica: Publish sends the popup with PUBLISH on
 // Channel(org, location) for each of its locations, and a subscription listens on its
@@ -53,23 +65,37 @@ type RedisOptions struct {
 // Delivery is Redis pub/sub: at most once, no replay. A subscription whose connection is lost,
 // or whose Redis stops answering, ends with Err set; it does not reconnect by itself, since the
 // popups published meanwhile are gone and the workstation should know.
+//
+// The broker itself outlives an outage: it tracks whether Redis is up (Up, and the gauge
+// callwire_broker_up{broker="redis"}) from a ping every health interval, pings with backoff while
+// Redis is down, and from the outcome of each publish. While Redis is down, Publish and Subscribe
+// fail at once with ErrDown; once a ping is answered again they go to Redis again, on fresh
+// connections.
 type Redis struct {
 	client  *redis.Client
+	addr    string
 	opts    RedisOptions
 	log     *slog.Logger
 	metrics brokerMetrics
 	// publishOnce is the script that claims a ringing and publishes it.
 	publishOnce redisScript
+	upGauge     prometheus.Gauge
+
+	up         atomic.Bool
+	kick       chan struct{} // asks the health loop for a ping now
+	stopHealth context.CancelFunc
+	healthDone chan struct{}
 
 	mu     sync.Mutex
 	closed bool
 	subs   map[*redisSub]struct{}
 }
 
-// NewRedis connects to the Redis server at url (redis://, rediss:// or unix://, as parsed by
-// go-redis's ParseURL) and checks that it answers a PING within ctx and the dial and read
-// timeouts. It fails when the URL is unusable, when the metrics cannot be registered, or when the
-// server does not answer. The caller closes the broker.
+// NewRedis makes a broker on the Redis server at url (redis://, rediss:// or unix://, as parsed
+// by go-redis's ParseURL) and pings it once, within ctx and the dial and read timeouts, to learn
+// whether it is up. A server that does not answer is not an error: the broker starts down, logs a
+// warning, and goes up by itself when a later ping is answered. It fails when the URL is unusable
+// or when the metrics cannot be registered. The caller closes the broker, which stops its pings.
 func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 	ro, err := redis.ParseURL(url)
 	if err != nil {
@@ -93,6 +119,9 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = 5 * time.Second
 	}
+	if o.RetryInterval <= 0 {
+		o.RetryInterval = 2 * time.Second
+	}
 	ro.DialTimeout = o.DialTimeout
 	ro.ReadTimeout = o.ReadTimeout
 	ro.WriteTimeout = o.WriteTimeout
@@ -110,18 +139,124 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
+	upGauge, err := newUpGauge("redis", o.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Redis{client: redis.NewClient(ro), opts: o, log: log, metrics: m, subs: map[*redisSub]struct{}{}}
-	pctx, cancel := context.WithTimeout(ctx, o.DialTimeout+o.ReadTimeout)
+	r := &Redis{client: redis.NewClient(ro), addr: ro.Addr, opts: o, log: log, metrics: m, upGauge: upGauge,
+		kick: make(chan struct{}, 1), healthDone: make(chan struct{}), subs: map[*redisSub]struct{}{}}
+	if err := r.ping(ctx); err != nil {
+		upGauge.Set(0)
+		r.log.Warn("redis does not answer; popups are missed until it does", "component", "popup", "addr", r.addr, "error", err)
+	} else {
+		r.up.Store(true)
+		upGauge.Set(1)
+	}
+	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r.stopHealth = stop
+	go r.health(hctx)
+	return r, nil
+}
+
+// newUpGauge makes the gauge callwire_broker_up labelled broker=kind and registers it with reg
+// (nil registers nothing); one registered already is shared.
+func newUpGauge(kind string, reg prometheus.Registerer) (prometheus.Gauge, error) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "callwire_broker_up",
+		Help:        "Whether the popup broker answers: 1 up, 0 down (popups are missed and the popup stream answers 503).",
+		ConstLabels: prometheus.Labels{"broker": kind},
+	})
+	if reg == nil {
+		return g, nil
+	}
+	if err := reg.Register(g); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return nil, fmt.Errorf("popup: register metrics: %w", err)
+		}
+		existing, ok := are.ExistingCollector.(prometheus.Gauge)
+		if !ok {
+			return nil, fmt.Errorf("popup: register metrics: %w", err)
+		}
+		g = existing
+	}
+	return g, nil
+}
+
+// Up reports whether Redis answered the broker's last ping or publish. While it is false,
+// Publish and Subscribe fail at once with ErrDown.
+func (r *Redis) Up() bool {
+	return r.up.Load()
+}
+
+// ping asks Redis for a PONG, bounded by ctx and the dial and read timeouts.
+func (r *Redis) ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, r.opts.DialTimeout+r.opts.ReadTimeout)
 	defer cancel()
 	if err := r.client.Ping(pctx).Err(); err != nil {
-		r.client.Close()
-		return nil, fmt.Errorf("popup: redis %s: %w", ro.Addr, err)
+		return fmt.Errorf("popup: ping redis %s: %w", r.addr, err)
 	}
-	return r, nil
+	return nil
+}
+
+// setUp records whether Redis is up, and on a change sets the gauge and logs it.
+func (r *Redis) setUp(up bool, err error) {
+	if r.up.Load() == up || r.up.Swap(up) == up {
+		return
+	}
+	if up {
+		r.upGauge.Set(1)
+		r.log.Info("redis answers again; popups are published", "component", "popup", "addr", r.addr)
+		return
+	}
+	r.upGauge.Set(0)
+	r.log.Warn("redis is down; popups are missed until it answers", "component", "popup", "addr", r.addr, "error", err)
+}
+
+// down marks Redis down after a failure of its own and asks the health loop to ping at once, so
+// that a blip costs no more than the popups that met it.
+func (r *Redis) down(err error) {
+	r.setUp(false, err)
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// health pings Redis every health interval while it is up, and with backoff (from firstRetry
+// doubling to the retry interval) while it is down, until ctx ends. A kick pings at once.
+func (r *Redis) health(ctx context.Context) {
+	defer close(r.healthDone)
+	retry := firstRetry
+	next := func() time.Duration {
+		if r.up.Load() {
+			retry = firstRetry
+			return r.opts.HealthInterval
+		}
+		d := retry
+		retry = min(2*retry, r.opts.RetryInterval)
+		return min(d, r.opts.RetryInterval)
+	}
+	t := time.NewTimer(next())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+		err := r.ping(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		r.setUp(err == nil, err)
+		t.Reset(next())
+	}
 }
 
 // Publish claims the ringing p.ID of p.OrgID for the claim TTL and, when the claim is new, sends
@@ -129,8 +264,8 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 // ringing is claimed already (by this broker or any other on the same Redis server and database),
 // it sends nothing and returns ErrRepeat. It returns once Redis has taken the popup, or with an
 // error when ctx ends first, when Redis fails or does not answer, when p has no organization, no
-// id or no location, or when the broker is closed. When ctx has no deadline, the read and write
-// timeouts together bound the whole call.
+// id or no location, or when the broker is closed; at once with ErrDown while Redis is known to be
+// down. When ctx has no deadline, the read and write timeouts together bound the whole call.
 //
 // A publish that fails before Redis ran the script claims nothing, so a retry can publish. One
 // whose reply was lost may have published and claimed; a retry is then a repeat.
@@ -150,6 +285,10 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 		r.metrics.failed.Inc()
 		return ErrClosed
 	}
+	if !r.up.Load() {
+		r.metrics.failed.Inc()
+		return fmt.Errorf("popup: publish: %w", ErrDown)
+	}
 	data, err := json.Marshal(p)
 	if err != nil {
 		r.metrics.failed.Inc()
@@ -163,8 +302,13 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 	published, err := r.claimAndPublish(ctx, p, data)
 	if err != nil {
 		r.metrics.failed.Inc()
+		// A caller that gave up is no sign of Redis's health; a deadline that Redis let pass is.
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			r.down(err)
+		}
 		return err
 	}
+	r.setUp(true, nil) // Redis answered, whatever the answer
 	if !published {
 		r.metrics.repeat.Inc()
 		return ErrRepeat
@@ -175,8 +319,8 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 
 // Subscribe listens on orgID's channels for locations and returns once Redis has confirmed every
 // one, so that popups published after it returns are delivered. It fails when ctx ends, when
-// orgID or locations are empty, when the broker is closed, or when Redis does not confirm within
-// the subscribe timeout. The subscription ends when it is closed (Err nil), when ctx ends (Err is
+// orgID or locations are empty, when the broker is closed, at once with ErrDown while Redis is
+// known to be down, or when Redis does not confirm within the subscribe timeout. The subscription ends when it is closed (Err nil), when ctx ends (Err is
 // ctx's error), when the broker is closed (Err is ErrClosed), or when the connection is lost or
 // Redis stops answering its pings (Err says why).
 func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string) (Subscription, error) {
@@ -192,6 +336,9 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 	r.mu.Unlock()
 	if closed {
 		return nil, ErrClosed
+	}
+	if !r.up.Load() {
+		return nil, fmt.Errorf("popup: subscribe: %w", ErrDown)
 	}
 	channels := make([]string, len(locs))
 	for i, l := range locs {
@@ -227,8 +374,8 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 	return s, nil
 }
 
-// Close ends every subscription (their Err is ErrClosed), waits for their listeners to stop, and
-// closes the connections to Redis. Later Publish and Subscribe calls fail with ErrClosed. It is
+// Close ends every subscription (their Err is ErrClosed), waits for their listeners and the
+// broker's pings to stop, and closes the connections to Redis. Later Publish and Subscribe calls fail with ErrClosed. It is
 // safe to call more than once.
 func (r *Redis) Close() error {
 	r.mu.Lock()
@@ -246,6 +393,8 @@ func (r *Redis) Close() error {
 		s.finish(ErrClosed)
 		<-s.done
 	}
+	r.stopHealth()
+	<-r.healthDone
 	if err := r.client.Close(); err != nil {
 		return fmt.Errorf("popup: close redis: %w", err)
 	}
@@ -338,6 +487,7 @@ func (s *redisSub) loop(ctx context.Context) {
 // fail ends the subscription for a broker-side reason, unless it has ended already.
 func (s *redisSub) fail(err error) {
 	if s.finish(err) {
+		s.r.down(err)
 		s.r.log.Warn("popup subscription ended; the workstation must subscribe again", "error", err, "org_id", s.org)
 	}
 }

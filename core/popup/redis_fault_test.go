@@ -153,16 +153,94 @@ func TestRedisNeverAnswering(t *testing.T) {
 		}
 	}
 
-	// With a short deadline of the caller's own, NewRedis gives up by it.
+	// With a short deadline of the caller's own, NewRedis stops waiting by it, and the broker
+	// starts down: publishing fails at once.
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if r, err := popup.NewRedis(ctx, u, popup.RedisOptions{}); err == nil {
-		r.Close()
-		t.Error("NewRedis against a server that never answers succeeded")
+	r2, err := popup.NewRedis(ctx, u, popup.RedisOptions{})
+	if err != nil {
+		t.Fatalf("NewRedis against a server that never answers: %v, want a broker that is down", err)
 	}
+	defer r2.Close()
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("NewRedis took %v with a 300ms deadline", d)
+	}
+	if r2.Up() {
+		t.Error("a broker on a server that never answers is up")
+	}
+	if err := r2.Publish(t.Context(), popuptest.Sample("org", "x", "main")); !errors.Is(err, popup.ErrDown) {
+		t.Errorf("publish while down: %v, want ErrDown", err)
+	}
+}
+
+// waitUp polls r until Up is want, failing t after 30 seconds.
+func waitUp(t *testing.T, r *popup.Redis, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for r.Up() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("broker Up() stayed %v for 30s", !want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRedisDownAtStart makes the broker while nothing listens at its address, then starts a real
+// redis-server there: the broker starts down (no error), fails publishes at once and counts them,
+// and goes up by itself, after which publishing and subscribing work without a new broker.
+func TestRedisDownAtStart(t *testing.T) {
+	srv := popuptest.NewRedisServer(t)
+	reg := prometheus.NewRegistry()
+	r := newRedis(t, srv.URL(), popup.RedisOptions{Registerer: reg, RetryInterval: 200 * time.Millisecond})
+	if r.Up() {
+		t.Fatal("broker up with nothing listening")
+	}
+	if got := counter(t, reg, "callwire_broker_up", ""); got != 0 {
+		t.Errorf("callwire_broker_up = %v while down, want 0", got)
+	}
+	org := popuptest.OrgID(t)
+	for i := range 3 {
+		// Known down, the broker does not wait for Redis: no deadline is needed to bound this.
+		if err := r.Publish(context.WithoutCancel(t.Context()), popuptest.Sample(org, "down", "main")); !errors.Is(err, popup.ErrDown) {
+			t.Fatalf("publish %d while down: %v, want ErrDown", i, err)
+		}
+	}
+	if got := counter(t, reg, "callwire_broker_popups_total", "failed"); got != 3 {
+		t.Errorf("failed = %v, want 3", got)
+	}
+	if _, err := r.Subscribe(t.Context(), org, []string{"main"}); !errors.Is(err, popup.ErrDown) {
+		t.Errorf("subscribe while down: %v, want ErrDown", err)
+	}
+
+	srv.Start()
+	waitUp(t, r, true)
+	if got := counter(t, reg, "callwire_broker_up", ""); got != 1 {
+		t.Errorf("callwire_broker_up = %v once up, want 1", got)
+	}
+	sub, err := r.Subscribe(t.Context(), org, []string{"main"})
+	if err != nil {
+		t.Fatalf("subscribe once up: %v", err)
+	}
+	defer sub.Close()
+	if err := r.Publish(t.Context(), popuptest.Sample(org, "back", "main")); err != nil {
+		t.Fatalf("publish once up: %v", err)
+	}
+	if got := popuptest.Receive(t, sub); got.ID != "back" {
+		t.Fatalf("got %q, want back", got.ID)
+	}
+
+	// Down again: the lost subscription ends, and the broker notices by itself.
+	srv.Stop()
+	popuptest.Ended(t, sub)
+	waitUp(t, r, false)
+	if got := counter(t, reg, "callwire_broker_up", ""); got != 0 {
+		t.Errorf("callwire_broker_up = %v after Redis stopped, want 0", got)
+	}
+	srv.Start()
+	waitUp(t, r, true)
+	if err := r.Publish(t.Context(), popuptest.Sample(org, "again", "main")); err != nil {
+		t.Fatalf("publish after the second restart: %v", err)
 	}
 }
 

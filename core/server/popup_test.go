@@ -3,8 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
@@ -172,23 +173,109 @@ func TestGivenBrokerIsUsedAndNotClosed(t *testing.T) {
 	}
 }
 
-func TestUnreachableRedisRefusesToStart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// readiness is the body of a 200 from /readyz.
+type readiness struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+}
+
+// readyz asks /readyz and decodes its 200 body, failing t on any other answer.
+func (e *env) readyz() readiness {
+	e.t.Helper()
+	r := e.do("GET", "/readyz", "")
+	var body readiness
+	if r.status != http.StatusOK {
+		e.t.Fatalf("readyz %d: %s", r.status, r.raw)
 	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	cfg := config.Defaults()
-	cfg.Broker.Redis.URL = "redis://" + addr + "/0"
+	if err := json.Unmarshal(r.raw, &body); err != nil {
+		e.t.Fatalf("readyz body: %v: %s", err, r.raw)
+	}
+	return body
+}
+
+// waitBroker polls /readyz until it names the broker as want, failing t after 30 seconds.
+func (e *env) waitBroker(want string) readiness {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := e.readyz()
+		if r.Checks["broker"] == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("readyz still names the broker %q after 30s, want %q: %+v", r.Checks["broker"], want, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRedisDownAtStart starts the server with broker.redis.url naming a port where nothing
+// listens yet, then starts a real redis-server there. Popups are best effort, so the server must
+// start and record calls meanwhile, count the popups it could not publish as missed, name the
+// broker as degraded in /readyz and answer the popup stream 503 with Retry-After; once Redis
+// answers it must deliver popups again without a restart.
+func TestRedisDownAtStart(t *testing.T) {
+	redisSrv := popuptest.NewRedisServer(t)
 	st := openStore(t, backends()[0])
-	start := time.Now()
-	_, err = server.New(t.Context(), cfg, server.Options{Store: st, Logger: slog.New(slog.DiscardHandler)})
-	if err == nil || !strings.Contains(err.Error(), "popup broker") {
-		t.Errorf("server.New with Redis unreachable: %v, want a popup broker error", err)
+	cfg := config.Defaults()
+	cfg.Broker.Redis.URL = redisSrv.URL()
+	cfg.Popups.Heartbeat = streamHeartbeat
+	srv, e := replica(t, st, cfg, server.Options{}, "", "", "")
+	if _, ok := srv.Broker().(*popup.Redis); !ok {
+		t.Fatalf("broker %T, want Redis", srv.Broker())
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("server.New took %v to give up on Redis", d)
+	deskID, deskSecret := e.newKey(e.org, nil, auth.ScopePopupsRead)
+
+	if r := e.readyz(); r.Status != "ready" || r.Checks["store"] != "ok" || r.Checks["broker"] != "degraded" {
+		t.Errorf("readyz with Redis down: %+v, want ready with the store ok and the broker degraded", r)
+	}
+	if n := e.metric(`callwire_broker_up{broker="redis"}`); n != 0 {
+		t.Errorf("callwire_broker_up %v with Redis down, want 0", n)
+	}
+	r := e.post(ev("call_received", "while-down", 0, ""))
+	if r.status != http.StatusCreated || !r.body.Calls[0].Created {
+		t.Fatalf("call_received with Redis down: %d %s", r.status, r.raw)
+	}
+	if c, evs := e.call(e.org, "sip", "while-down"); c.ID != r.body.Calls[0].ID || len(evs) != 1 {
+		t.Errorf("stored call %+v with %d events", c, len(evs))
+	}
+	if n := e.metric(`callwire_popups_total{outcome="missed"}`); n != 1 {
+		t.Errorf("missed %v, want 1", n)
+	}
+	down := e.stream(deskID, deskSecret, "")
+	if down.status != http.StatusServiceUnavailable {
+		t.Fatalf("stream with Redis down answered %d, want 503: %s", down.status, down.body)
+	}
+	var f struct {
+		Success *bool  `json:"success"`
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(down.body, &f); err != nil || f.Success == nil || *f.Success || f.Error != "503 Service Unavailable" || f.Message == "" {
+		t.Errorf("stream 503 body: %s", down.body)
+	}
+	if down.header.Get("Retry-After") == "" {
+		t.Error("stream 503 without Retry-After")
+	}
+
+	redisSrv.Start()
+	if r := e.waitBroker("ok"); r.Status != "ready" || r.Checks["store"] != "ok" {
+		t.Errorf("readyz with Redis back: %+v", r)
+	}
+	if n := e.metric(`callwire_broker_up{broker="redis"}`); n != 1 {
+		t.Errorf("callwire_broker_up %v with Redis back, want 1", n)
+	}
+	desk := e.stream(deskID, deskSecret, "")
+	desk.ready()
+	r = e.post(ev("call_received", "after", 0, ""))
+	if r.status != http.StatusCreated {
+		t.Fatalf("call_received with Redis back: %d %s", r.status, r.raw)
+	}
+	if p := desk.popup(); p.ProviderCallID != "after" || p.CallID != r.body.Calls[0].ID {
+		t.Errorf("desk got %+v, want the popup of 'after'", p)
+	}
+	if n := e.metric(`callwire_popups_total{outcome="published"}`); n != 1 {
+		t.Errorf("published %v, want 1", n)
 	}
 }
 
@@ -275,6 +362,22 @@ func TestRedisDownCallStillRecorded(t *testing.T) {
 				// Other events are untouched by the broker.
 				if r := e.post(ev("call_ended", "during-0", 3, "")); r.status != http.StatusOK {
 					t.Errorf("call_ended with Redis %s: %d %s", outage, r.status, r.raw)
+				}
+				// Still ready for calls, with the broker named as degraded.
+				if r := e.waitBroker("degraded"); r.Checks["store"] != "ok" {
+					t.Errorf("readyz with Redis %s: %+v", outage, r)
+				}
+				if outage == "stopped" {
+					// Redis back: the same server publishes again, on fresh connections.
+					p.Restore()
+					e.waitBroker("ok")
+					again := subscribeTo(t, srv.Broker(), e.org, "main")
+					if r := e.post(ev("call_received", "after", 0, "")); r.status != http.StatusCreated {
+						t.Fatalf("after the outage: %d %s", r.status, r.raw)
+					}
+					if got := popuptest.Receive(t, again); got.ProviderCallID != "after" {
+						t.Errorf("popup after the outage: %+v", got)
+					}
 				}
 			})
 		})

@@ -177,10 +177,13 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 			stopStreams()
 		}
 	}()
+	// A broker that can be down (Redis) is named in /readyz and gates the popup stream.
+	health, _ := broker.(httpapi.BrokerHealth)
 	app, err := httpapi.New(httpapi.Options{
 		Auth:           authn,
 		Ingest:         svc,
 		Ready:          o.Store.Ping,
+		Broker:         health,
 		BaseContext:    ctx,
 		Logger:         o.Logger,
 		Registerer:     reg,
@@ -204,10 +207,12 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 }
 
 // OpenBroker makes the popup broker the configuration names: Redis at broker.redis.url when it
-// is set, checked with a PING and with every Redis wait bounded by ingest.publish_timeout;
-// otherwise the in-process broker, which reaches only the workstations connected to this
-// process. Its metrics go to reg (nil registers nothing); log receives its warnings. It fails
-// when Redis cannot be reached. The caller closes the broker.
+// is set, with every Redis wait bounded by ingest.publish_timeout; otherwise the in-process
+// broker, which reaches only the workstations connected to this process. Its metrics go to reg
+// (nil registers nothing); log receives its warnings. It fails when broker.redis.url is unusable,
+// not when Redis is down: popups are best effort, so the server starts with the broker down
+// (popups missed, /readyz naming it degraded) and the broker goes up by itself once Redis
+// answers. The caller closes the broker.
 func OpenBroker(ctx context.Context, c config.Config, log *slog.Logger, reg prometheus.Registerer) (popup.Broker, error) {
 	if c.Broker.Redis.URL == "" {
 		return popup.NewMemory(popup.MemoryOptions{Registerer: reg}), nil

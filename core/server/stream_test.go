@@ -37,6 +37,7 @@ type sseEvent struct {
 type popupStream struct {
 	t      *testing.T
 	status int
+	header http.Header
 	body   []byte // the failure body, when status is not 200
 	events chan sseEvent
 	close  func()
@@ -57,7 +58,7 @@ func (e *env) stream(clientID, secret, query string) *popupStream {
 		cancel()
 		e.t.Fatalf("open stream: %v", err)
 	}
-	s := &popupStream{t: e.t, status: resp.StatusCode, events: make(chan sseEvent, 64),
+	s := &popupStream{t: e.t, status: resp.StatusCode, header: resp.Header, events: make(chan sseEvent, 64),
 		close: func() { cancel(); resp.Body.Close() }}
 	e.t.Cleanup(s.close)
 	if resp.Header.Get("X-Trace-ID") == "" {
