@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
 )
 
@@ -305,4 +306,86 @@ func waitUp(t *testing.T, url string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s did not come up", url)
+}
+
+// TestServeWithRedisDown starts serve with broker.redis.url naming a Redis that is not running:
+// it must serve (ready, with the broker degraded) rather than exit, pick Redis up once it runs,
+// stop cleanly on SIGTERM, and keep its log structured: the Redis client's own lines included.
+func TestServeWithRedisDown(t *testing.T) {
+	redisSrv := popuptest.NewRedisServer(t)
+	c := newCLI(t, "CALLWIRE_BROKER_REDIS_URL="+redisSrv.URL(), "CALLWIRE_LOG_FORMAT=json")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	srv := exec.Command(binary, "serve", "--listen", addr)
+	srv.Dir, srv.Env = c.dir, c.env
+	var logs bytes.Buffer
+	srv.Stderr = &logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	t.Cleanup(func() { srv.Process.Kill() })
+	base := "http://" + addr
+
+	// readyz polls /readyz until it names the broker as want, or serve exits.
+	readyz := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		var last string
+		for time.Now().Before(deadline) {
+			select {
+			case err := <-exited:
+				t.Fatalf("serve exited (%v) while waiting for the broker %q; last readyz %s\n%s", err, want, last, logs.String())
+			default:
+			}
+			if resp, err := http.Get(base + "/readyz"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+				var body struct {
+					Status string            `json:"status"`
+					Checks map[string]string `json:"checks"`
+				}
+				if resp.StatusCode == 200 && json.Unmarshal(b, &body) == nil && body.Status == "ready" && body.Checks["broker"] == want {
+					return
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("readyz never named the broker %q; last: %s", want, last)
+	}
+	readyz("degraded")
+	redisSrv.Start()
+	readyz("ok")
+
+	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("serve exited with %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve did not stop on SIGTERM\n%s", logs.String())
+	}
+	redisLines := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("log line is not JSON: %q", line)
+			continue
+		}
+		if rec["component"] == "redis" {
+			redisLines++
+		}
+	}
+	if redisLines == 0 {
+		t.Errorf("no line of the Redis client (component redis) in the log; the client could not dial at start:\n%s", logs.String())
+	}
 }

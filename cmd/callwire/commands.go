@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
+	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/internal/confload"
@@ -73,6 +75,13 @@ func newServe() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The Redis client logs through a process-wide logger of its own, plain text on
+			// stderr by default: route it into the structured log.
+			redisLog, err := popup.NewRedisLogger(log)
+			if err != nil {
+				return err
+			}
+			redis.SetLogger(redisLog)
 			ctx := cmd.Context()
 			st, err := server.OpenStore(ctx, c.Database)
 			if err != nil {
