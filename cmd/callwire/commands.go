@@ -14,12 +14,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	fiberlog "github.com/gofiber/fiber/v2/log"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
+	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store"
@@ -75,13 +77,18 @@ func newServe() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// The Redis client logs through a process-wide logger of its own, plain text on
-			// stderr by default: route it into the structured log.
+			// The Redis client and Fiber log through process-wide loggers of their own, plain
+			// text on stderr by default: route them into the structured log.
 			redisLog, err := popup.NewRedisLogger(log)
 			if err != nil {
 				return err
 			}
 			redis.SetLogger(redisLog)
+			fiberLog, err := httpapi.NewFiberLogger(log)
+			if err != nil {
+				return err
+			}
+			fiberlog.SetLogger(fiberLog)
 			ctx := cmd.Context()
 			st, err := server.OpenStore(ctx, c.Database)
 			if err != nil {
