@@ -82,6 +82,7 @@ type Redis struct {
 	upGauge     prometheus.Gauge
 
 	up         atomic.Bool
+	stateMu    sync.Mutex    // orders changes of up with the gauge and the log
 	kick       chan struct{} // asks the health loop for a ping now
 	stopHealth context.CancelFunc
 	healthDone chan struct{}
@@ -205,9 +206,15 @@ func (r *Redis) ping(ctx context.Context) error {
 
 // setUp records whether Redis is up, and on a change sets the gauge and logs it.
 func (r *Redis) setUp(up bool, err error) {
-	if r.up.Load() == up || r.up.Swap(up) == up {
+	if r.up.Load() == up {
+		return // the common case, without the lock
+	}
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	if r.up.Load() == up {
 		return
 	}
+	r.up.Store(up)
 	if up {
 		r.upGauge.Set(1)
 		r.log.Info("redis answers again; popups are published", "component", "popup", "addr", r.addr)
