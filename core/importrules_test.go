@@ -40,6 +40,9 @@ func TestImportRules(t *testing.T) {
 		}, "core never imports plugins or translators"},
 		{module + "translators/", func(d string) bool { return strings.HasPrefix(d, module+"core") }, "a translator never imports core"},
 		{module + "sdk/", func(d string) bool { return strings.HasPrefix(d, module+"core") }, "the SDK never imports core"},
+		{module + "internal/", func(d string) bool {
+			return strings.HasPrefix(d, module) && !strings.HasPrefix(d, module+"internal/")
+		}, "the module's internal packages serve both core and plugins, so they import neither (nor anything else of the module)"},
 	}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
