@@ -641,3 +641,96 @@ func TestBuiltins(t *testing.T) {
 		t.Errorf("ServeBuiltin of an unknown name: %v", err)
 	}
 }
+
+// TestInvalidUTF8CrossesTheProtocol sends a text that is not UTF-8 through each string field of
+// the protocol a real translator process can fill, in both directions. proto3 strings must be
+// UTF-8, so each arrives with every invalid run of bytes replaced by U+FFFD, and the run it
+// crossed in goes on: later events still arrive. The event JSON crosses as bytes and is not
+// repaired: an event that is not UTF-8 is refused as invalid, as the core's ingest refuses it.
+func TestInvalidUTF8CrossesTheProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		field  string // the protocol field the text crosses in
+		config string // the test translator's; "\\xff\\xfe" there is the two bytes 0xff 0xfe
+		refuse func(event.Event) error
+		check  func(t *testing.T, hs *harness)
+	}{
+		{
+			field:  "Done.error, translator to host",
+			config: `{"events": 1, "callId": "done-1", "fail": "\\xff\\xfe lost the PBX"}`,
+			check: func(t *testing.T, hs *harness) {
+				waitFor(t, "the event of a restarted run", 10*time.Second, func() bool { return len(hs.sink.taken()) >= 2 })
+				if got, want := hs.host.Status()[0].LastError, "translator returned: \uFFFD lost the PBX"; got != want {
+					t.Errorf("LastError = %q, want %q", got, want)
+				}
+			},
+		},
+		{
+			field:  "HealthResponse.error, translator to host",
+			config: `{"events": 1, "callId": "ill-1", "unhealthy": "\\xff\\xfe no packets", "afterIll": 2}`,
+			check: func(t *testing.T, hs *harness) {
+				waitFor(t, "the events emitted after the health check", 10*time.Second, func() bool {
+					return len(hs.sink.taken()) == 3 && hs.host.Status()[0].HealthError != ""
+				})
+				st := hs.host.Status()[0]
+				if want := "\uFFFD no packets"; st.HealthError != want || st.Healthy {
+					t.Errorf("Healthy = %v, HealthError = %q; want false, %q", st.Healthy, st.HealthError, want)
+				}
+				if st.Restarts != 0 {
+					t.Errorf("Restarts = %d: the run did not survive the health check", st.Restarts)
+				}
+			},
+		},
+		{
+			field:  "Ack.error, host to translator",
+			config: `{"events": 3, "callId": "ack-1"}`,
+			refuse: func(e event.Event) error {
+				if e.Sequence == 2 {
+					return errors.New("\xff\xfe outbox full")
+				}
+				return nil
+			},
+			check: func(t *testing.T, hs *harness) {
+				waitFor(t, "the refusal to reach the translator", 10*time.Second, func() bool {
+					return len(hs.logs.find("emit failed", "seq", 2)) > 0
+				})
+				r := hs.logs.find("emit failed", "seq", 2)[0]
+				if want := "agent refused the event: \uFFFD outbox full"; r["error"] != want || r["refused"] != true {
+					t.Errorf("the translator's Emit got %q (refused: %v), want %q (refused: true)", r["error"], r["refused"], want)
+				}
+				waitFor(t, "event 3", 10*time.Second, func() bool { return len(hs.sink.taken()) >= 2 })
+				if got := hs.sink.sequences("t"); fmt.Sprint(got) != "[1 3]" {
+					t.Errorf("sink took %v, want [1 3]", got)
+				}
+				if st := hs.host.Status()[0]; st.Restarts != 0 {
+					t.Errorf("Restarts = %d (%s): the run did not survive the refusal", st.Restarts, st.LastError)
+				}
+			},
+		},
+		{
+			field:  "Event.json (bytes), translator to host",
+			config: `{"events": 3, "callId": "raw-1", "rawBad": [2]}`,
+			check: func(t *testing.T, hs *harness) {
+				waitFor(t, "the refusal to reach the translator", 10*time.Second, func() bool {
+					return len(hs.logs.find("emit refused as invalid", "seq", 2)) > 0
+				})
+				r := hs.logs.find("emit refused as invalid", "seq", 2)[0]
+				if r["field"] != "body" || r["problem"] != "is not valid UTF-8" {
+					t.Errorf("the translator got %v: %v, want body: is not valid UTF-8", r["field"], r["problem"])
+				}
+				waitFor(t, "event 3", 10*time.Second, func() bool { return len(hs.sink.taken()) >= 2 })
+				if got := hs.sink.sequences("t"); fmt.Sprint(got) != "[1 3]" {
+					t.Errorf("sink took %v, want [1 3]", got)
+				}
+				if st := hs.host.Status()[0]; st.Restarts != 0 {
+					t.Errorf("Restarts = %d (%s): the run did not survive the refusal", st.Restarts, st.LastError)
+				}
+			},
+		},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			sink := &recordingSink{refuse: tc.refuse}
+			hs := start(t, sink, plugins.HostOptions{Translators: []plugins.TranslatorSpec{spec("t", tc.config)}})
+			tc.check(t, hs)
+		})
+	}
+}
