@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/callwire/callwire/plugins"
@@ -441,12 +442,20 @@ func TestCrashedTranslatorIsRestartedWithBackoff(t *testing.T) {
 	runs := sink.taken()[:5]
 	want := []time.Duration{min, 2 * min, max, max}
 	for i, w := range want {
-		gap := runs[i+1].at.Sub(runs[i].at)
-		if gap < w {
+		// A timer never fires early, so this holds however busy the machine is. How long after
+		// the backoff a run really started is load, not the host: the waits the host chose are
+		// checked in the log below.
+		if gap := runs[i+1].at.Sub(runs[i].at); gap < w {
 			t.Errorf("run %d started %s after run %d, before the backoff of %s", i+2, gap, i+1, w)
 		}
-		if gap > w+3*time.Second {
-			t.Errorf("run %d started %s after run %d; backoff was %s", i+2, gap, i+1, w)
+	}
+	ends := hs.logs.find("translator ended; restarting it", "translator", "crashy")
+	if len(ends) < len(want) {
+		t.Fatalf("%d restarts logged after five runs", len(ends))
+	}
+	for i, w := range want {
+		if got := time.Duration(ends[i]["restart_in"].(float64)); got != w {
+			t.Errorf("restart %d waited %s, want %s", i+1, got, w)
 		}
 	}
 	st := hs.host.Status()[0]
@@ -510,9 +519,6 @@ func TestShutdownStopsEveryProcess(t *testing.T) {
 	if took < grace {
 		t.Errorf("stopped in %s: the stubborn translator was not given its grace of %s", took, grace)
 	}
-	if took > grace+5*time.Second {
-		t.Errorf("stopping took %s", took)
-	}
 	for _, pid := range pids {
 		if alive(pid) {
 			t.Errorf("pid %d is still alive", pid)
@@ -551,34 +557,64 @@ func TestProtocolVersionMismatch(t *testing.T) {
 	}
 }
 
+// TestMissingExecutableBacksOff checks that a translator that cannot be launched is retried with
+// backoff, never in a tight loop. Nothing is ever launched (the executable is not found before
+// any process starts), so the host runs in a synctest bubble: its timers run on the bubble's
+// clock, and the restarts in a window can be counted exactly however busy the machine is.
 func TestMissingExecutableBacksOff(t *testing.T) {
-	hs := start(t, &recordingSink{}, plugins.HostOptions{
-		MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-		Translators: []plugins.TranslatorSpec{
-			{Name: "gone", Command: []string{"/nonexistent/callwire-translator-gone"}},
-			{Name: "uninstalled", Command: plugins.ExternalCommand("surely-not-installed")},
-			{Name: "impostor", Command: []string{"/bin/true"}},
-		},
+	synctest.Test(t, func(t *testing.T) {
+		hs := start(t, &recordingSink{}, plugins.HostOptions{
+			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+			Translators: []plugins.TranslatorSpec{
+				{Name: "gone", Command: []string{"/nonexistent/callwire-translator-gone"}},
+				{Name: "uninstalled", Command: plugins.ExternalCommand("surely-not-installed")},
+			},
+		})
+		time.Sleep(700 * time.Millisecond)
+		synctest.Wait()
+		st := hs.host.Status()
+		// Launches at 0, 50, 150, 350 and 550ms (waits of 50, 100, 200, 200ms), the next at 750ms.
+		for _, s := range st {
+			if s.Restarts != 4 {
+				t.Errorf("%s: %d restarts in 700ms with backoff 50ms..200ms, want 4", s.Name, s.Restarts)
+			}
+			if s.Running {
+				t.Errorf("%s: running", s.Name)
+			}
+		}
+		if !strings.Contains(st[0].LastError, "/nonexistent/callwire-translator-gone") || !strings.Contains(st[0].LastError, "no such file") {
+			t.Errorf("gone: LastError = %q", st[0].LastError)
+		}
+		if !strings.Contains(st[1].LastError, "callwire-translator-surely-not-installed") || !strings.Contains(st[1].LastError, "not found") {
+			t.Errorf("uninstalled: LastError = %q", st[1].LastError)
+		}
 	})
-	time.Sleep(700 * time.Millisecond)
-	st := hs.host.Status()
-	// Waits of 50, 100, 200, 200, 200ms: about four restarts in 700ms, never hundreds.
-	for _, s := range st {
-		if s.Restarts < 2 || s.Restarts > 6 {
-			t.Errorf("%s: %d restarts in 700ms with backoff 50ms..200ms", s.Name, s.Restarts)
-		}
-		if s.Running {
-			t.Errorf("%s: running", s.Name)
-		}
+}
+
+// TestImpostorBacksOff checks that an executable that is not a translator (it exits without the
+// handshake) is reported on one line and restarted with the same backoff. It is a real process,
+// so the backoff is read from the restart_in of each restart in the log, not timed; that the host
+// waits restart_in is TestMissingExecutableBacksOff's to check.
+func TestImpostorBacksOff(t *testing.T) {
+	min, max := 50*time.Millisecond, 200*time.Millisecond
+	hs := start(t, &recordingSink{}, plugins.HostOptions{
+		MinBackoff: min, MaxBackoff: max,
+		Translators: []plugins.TranslatorSpec{{Name: "impostor", Command: []string{"/bin/true"}}},
+	})
+	waitFor(t, "four restarts", 15*time.Second, func() bool { return hs.host.Status()[0].Restarts >= 4 })
+	st := hs.host.Status()[0]
+	if st.Running {
+		t.Errorf("impostor: running")
 	}
-	if !strings.Contains(st[0].LastError, "/nonexistent/callwire-translator-gone") || !strings.Contains(st[0].LastError, "no such file") {
-		t.Errorf("gone: LastError = %q", st[0].LastError)
+	if !strings.Contains(st.LastError, "/bin/true did not answer the translator handshake") || strings.Contains(st.LastError, "\n") {
+		t.Errorf("impostor: LastError = %q", st.LastError)
 	}
-	if !strings.Contains(st[1].LastError, "callwire-translator-surely-not-installed") || !strings.Contains(st[1].LastError, "not found") {
-		t.Errorf("uninstalled: LastError = %q", st[1].LastError)
+	var waits []string
+	for _, r := range hs.logs.find("translator ended; restarting it", "translator", "impostor")[:4] {
+		waits = append(waits, time.Duration(r["restart_in"].(float64)).String())
 	}
-	if !strings.Contains(st[2].LastError, "/bin/true did not answer the translator handshake") || strings.Contains(st[2].LastError, "\n") {
-		t.Errorf("impostor: LastError = %q", st[2].LastError)
+	if got, want := strings.Join(waits, " "), fmt.Sprint(min, " ", 2*min, " ", max, " ", max); got != want {
+		t.Errorf("restarts waited %s, want %s", got, want)
 	}
 }
 
