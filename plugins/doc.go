@@ -78,8 +78,9 @@ type Translator interface {
 	// Run translates until ctx ends, handing each event to out. config is the translator's own
 	// block from the agent's configuration, as JSON (an empty object when none was given).
 	// Returning ends the translator; a non-nil error is logged by the agent, which restarts the
-	// translator with backoff. Run must not write to stdout: its logs go through the standard
-	// library's log/slog default logger (or stderr), which the agent forwards.
+	// translator with backoff. The error's text reaches the agent with every run of bytes that
+	// is not UTF-8 replaced by U+FFFD. Run must not write to stdout: its logs go through the
+	// standard library's log/slog default logger (or stderr), which the agent forwards.
 	Run(ctx context.Context, config json.RawMessage, out Emitter) error
 }
 
@@ -97,7 +98,8 @@ type Emitter interface {
 // HealthChecker may be implemented by a Translator to report its health, for example whether it
 // still hears from its phone system. The agent asks periodically and logs and exports the answer.
 type HealthChecker interface {
-	// Health returns nil when the translator is healthy, or why it is not.
+	// Health returns nil when the translator is healthy, or why it is not; that text reaches the
+	// agent with every run of bytes that is not UTF-8 replaced by U+FFFD.
 	Health(ctx context.Context) error
 }
 
@@ -105,6 +107,6 @@ type HealthChecker interface {
 type Sink interface {
 	// Accept stores e, emitted by the named translator, durably, and returns nil only once it
 	// has; the translator is told the event was taken only then. An error is passed back to the
-	// translator's Emit.
+	// translator's Emit, its text with every run of bytes that is not UTF-8 replaced by U+FFFD.
 	Accept(ctx context.Context, translator string, e event.Event) error
 }

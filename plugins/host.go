@@ -275,7 +275,7 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 	send := func(m *pb.HostMessage) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
-		return stream.Send(m)
+		return stream.Send(validUTF8(m))
 	}
 	config := spec.Config
 	if len(config) == 0 {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/callwire/callwire/plugins"
@@ -441,12 +442,20 @@ func TestCrashedTranslatorIsRestartedWithBackoff(t *testing.T) {
 	runs := sink.taken()[:5]
 	want := []time.Duration{min, 2 * min, max, max}
 	for i, w := range want {
-		gap := runs[i+1].at.Sub(runs[i].at)
-		if gap < w {
+		// A timer never fires early, so this holds however busy the machine is. How long after
+		// the backoff a run really started is load, not the host: the waits the host chose are
+		// checked in the log below.
+		if gap := runs[i+1].at.Sub(runs[i].at); gap < w {
 			t.Errorf("run %d started %s after run %d, before the backoff of %s", i+2, gap, i+1, w)
 		}
-		if gap > w+3*time.Second {
-			t.Errorf("run %d started %s after run %d; backoff was %s", i+2, gap, i+1, w)
+	}
+	ends := hs.logs.find("translator ended; restarting it", "translator", "crashy")
+	if len(ends) < len(want) {
+		t.Fatalf("%d restarts logged after five runs", len(ends))
+	}
+	for i, w := range want {
+		if got := time.Duration(ends[i]["restart_in"].(float64)); got != w {
+			t.Errorf("restart %d waited %s, want %s", i+1, got, w)
 		}
 	}
 	st := hs.host.Status()[0]
@@ -510,9 +519,6 @@ func TestShutdownStopsEveryProcess(t *testing.T) {
 	if took < grace {
 		t.Errorf("stopped in %s: the stubborn translator was not given its grace of %s", took, grace)
 	}
-	if took > grace+5*time.Second {
-		t.Errorf("stopping took %s", took)
-	}
 	for _, pid := range pids {
 		if alive(pid) {
 			t.Errorf("pid %d is still alive", pid)
@@ -551,34 +557,64 @@ func TestProtocolVersionMismatch(t *testing.T) {
 	}
 }
 
+// TestMissingExecutableBacksOff checks that a translator that cannot be launched is retried with
+// backoff, never in a tight loop. Nothing is ever launched (the executable is not found before
+// any process starts), so the host runs in a synctest bubble: its timers run on the bubble's
+// clock, and the restarts in a window can be counted exactly however busy the machine is.
 func TestMissingExecutableBacksOff(t *testing.T) {
-	hs := start(t, &recordingSink{}, plugins.HostOptions{
-		MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-		Translators: []plugins.TranslatorSpec{
-			{Name: "gone", Command: []string{"/nonexistent/callwire-translator-gone"}},
-			{Name: "uninstalled", Command: plugins.ExternalCommand("surely-not-installed")},
-			{Name: "impostor", Command: []string{"/bin/true"}},
-		},
+	synctest.Test(t, func(t *testing.T) {
+		hs := start(t, &recordingSink{}, plugins.HostOptions{
+			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+			Translators: []plugins.TranslatorSpec{
+				{Name: "gone", Command: []string{"/nonexistent/callwire-translator-gone"}},
+				{Name: "uninstalled", Command: plugins.ExternalCommand("surely-not-installed")},
+			},
+		})
+		time.Sleep(700 * time.Millisecond)
+		synctest.Wait()
+		st := hs.host.Status()
+		// Launches at 0, 50, 150, 350 and 550ms (waits of 50, 100, 200, 200ms), the next at 750ms.
+		for _, s := range st {
+			if s.Restarts != 4 {
+				t.Errorf("%s: %d restarts in 700ms with backoff 50ms..200ms, want 4", s.Name, s.Restarts)
+			}
+			if s.Running {
+				t.Errorf("%s: running", s.Name)
+			}
+		}
+		if !strings.Contains(st[0].LastError, "/nonexistent/callwire-translator-gone") || !strings.Contains(st[0].LastError, "no such file") {
+			t.Errorf("gone: LastError = %q", st[0].LastError)
+		}
+		if !strings.Contains(st[1].LastError, "callwire-translator-surely-not-installed") || !strings.Contains(st[1].LastError, "not found") {
+			t.Errorf("uninstalled: LastError = %q", st[1].LastError)
+		}
 	})
-	time.Sleep(700 * time.Millisecond)
-	st := hs.host.Status()
-	// Waits of 50, 100, 200, 200, 200ms: about four restarts in 700ms, never hundreds.
-	for _, s := range st {
-		if s.Restarts < 2 || s.Restarts > 6 {
-			t.Errorf("%s: %d restarts in 700ms with backoff 50ms..200ms", s.Name, s.Restarts)
-		}
-		if s.Running {
-			t.Errorf("%s: running", s.Name)
-		}
+}
+
+// TestImpostorBacksOff checks that an executable that is not a translator (it exits without the
+// handshake) is reported on one line and restarted with the same backoff. It is a real process,
+// so the backoff is read from the restart_in of each restart in the log, not timed; that the host
+// waits restart_in is TestMissingExecutableBacksOff's to check.
+func TestImpostorBacksOff(t *testing.T) {
+	min, max := 50*time.Millisecond, 200*time.Millisecond
+	hs := start(t, &recordingSink{}, plugins.HostOptions{
+		MinBackoff: min, MaxBackoff: max,
+		Translators: []plugins.TranslatorSpec{{Name: "impostor", Command: []string{"/bin/true"}}},
+	})
+	waitFor(t, "four restarts", 15*time.Second, func() bool { return hs.host.Status()[0].Restarts >= 4 })
+	st := hs.host.Status()[0]
+	if st.Running {
+		t.Errorf("impostor: running")
 	}
-	if !strings.Contains(st[0].LastError, "/nonexistent/callwire-translator-gone") || !strings.Contains(st[0].LastError, "no such file") {
-		t.Errorf("gone: LastError = %q", st[0].LastError)
+	if !strings.Contains(st.LastError, "/bin/true did not answer the translator handshake") || strings.Contains(st.LastError, "\n") {
+		t.Errorf("impostor: LastError = %q", st.LastError)
 	}
-	if !strings.Contains(st[1].LastError, "callwire-translator-surely-not-installed") || !strings.Contains(st[1].LastError, "not found") {
-		t.Errorf("uninstalled: LastError = %q", st[1].LastError)
+	var waits []string
+	for _, r := range hs.logs.find("translator ended; restarting it", "translator", "impostor")[:4] {
+		waits = append(waits, time.Duration(r["restart_in"].(float64)).String())
 	}
-	if !strings.Contains(st[2].LastError, "/bin/true did not answer the translator handshake") || strings.Contains(st[2].LastError, "\n") {
-		t.Errorf("impostor: LastError = %q", st[2].LastError)
+	if got, want := strings.Join(waits, " "), fmt.Sprint(min, " ", 2*min, " ", max, " ", max); got != want {
+		t.Errorf("restarts waited %s, want %s", got, want)
 	}
 }
 
@@ -639,5 +675,98 @@ func TestBuiltins(t *testing.T) {
 	err = plugins.ServeBuiltin("pbx", map[string]plugins.Translator{"sip": nil, "acme": nil})
 	if err == nil || !strings.Contains(err.Error(), `no built-in translator "pbx" (built in: acme, sip)`) {
 		t.Errorf("ServeBuiltin of an unknown name: %v", err)
+	}
+}
+
+// TestInvalidUTF8CrossesTheProtocol sends a text that is not UTF-8 through each string field of
+// the protocol a real translator process can fill, in both directions. proto3 strings must be
+// UTF-8, so each arrives with every invalid run of bytes replaced by U+FFFD, and the run it
+// crossed in goes on: later events still arrive. The event JSON crosses as bytes and is not
+// repaired: an event that is not UTF-8 is refused as invalid, as the core's ingest refuses it.
+func TestInvalidUTF8CrossesTheProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		field  string // the protocol field the text crosses in
+		config string // the test translator's; "\\xff\\xfe" there is the two bytes 0xff 0xfe
+		refuse func(event.Event) error
+		check  func(t *testing.T, hs *harness)
+	}{
+		{
+			field:  "Done.error, translator to host",
+			config: `{"events": 1, "callId": "done-1", "fail": "\\xff\\xfe lost the PBX"}`,
+			check: func(t *testing.T, hs *harness) {
+				waitFor(t, "the event of a restarted run", 10*time.Second, func() bool { return len(hs.sink.taken()) >= 2 })
+				if got, want := hs.host.Status()[0].LastError, "translator returned: \uFFFD lost the PBX"; got != want {
+					t.Errorf("LastError = %q, want %q", got, want)
+				}
+			},
+		},
+		{
+			field:  "HealthResponse.error, translator to host",
+			config: `{"events": 1, "callId": "ill-1", "unhealthy": "\\xff\\xfe no packets", "afterIll": 2}`,
+			check: func(t *testing.T, hs *harness) {
+				waitFor(t, "the events emitted after the health check", 10*time.Second, func() bool {
+					return len(hs.sink.taken()) == 3 && hs.host.Status()[0].HealthError != ""
+				})
+				st := hs.host.Status()[0]
+				if want := "\uFFFD no packets"; st.HealthError != want || st.Healthy {
+					t.Errorf("Healthy = %v, HealthError = %q; want false, %q", st.Healthy, st.HealthError, want)
+				}
+				if st.Restarts != 0 {
+					t.Errorf("Restarts = %d: the run did not survive the health check", st.Restarts)
+				}
+			},
+		},
+		{
+			field:  "Ack.error, host to translator",
+			config: `{"events": 3, "callId": "ack-1"}`,
+			refuse: func(e event.Event) error {
+				if e.Sequence == 2 {
+					return errors.New("\xff\xfe outbox full")
+				}
+				return nil
+			},
+			check: func(t *testing.T, hs *harness) {
+				waitFor(t, "the refusal to reach the translator", 10*time.Second, func() bool {
+					return len(hs.logs.find("emit failed", "seq", 2)) > 0
+				})
+				r := hs.logs.find("emit failed", "seq", 2)[0]
+				if want := "agent refused the event: \uFFFD outbox full"; r["error"] != want || r["refused"] != true {
+					t.Errorf("the translator's Emit got %q (refused: %v), want %q (refused: true)", r["error"], r["refused"], want)
+				}
+				waitFor(t, "event 3", 10*time.Second, func() bool { return len(hs.sink.taken()) >= 2 })
+				if got := hs.sink.sequences("t"); fmt.Sprint(got) != "[1 3]" {
+					t.Errorf("sink took %v, want [1 3]", got)
+				}
+				if st := hs.host.Status()[0]; st.Restarts != 0 {
+					t.Errorf("Restarts = %d (%s): the run did not survive the refusal", st.Restarts, st.LastError)
+				}
+			},
+		},
+		{
+			field:  "Event.json (bytes), translator to host",
+			config: `{"events": 3, "callId": "raw-1", "rawBad": [2]}`,
+			check: func(t *testing.T, hs *harness) {
+				waitFor(t, "the refusal to reach the translator", 10*time.Second, func() bool {
+					return len(hs.logs.find("emit refused as invalid", "seq", 2)) > 0
+				})
+				r := hs.logs.find("emit refused as invalid", "seq", 2)[0]
+				if r["field"] != "body" || r["problem"] != "is not valid UTF-8" {
+					t.Errorf("the translator got %v: %v, want body: is not valid UTF-8", r["field"], r["problem"])
+				}
+				waitFor(t, "event 3", 10*time.Second, func() bool { return len(hs.sink.taken()) >= 2 })
+				if got := hs.sink.sequences("t"); fmt.Sprint(got) != "[1 3]" {
+					t.Errorf("sink took %v, want [1 3]", got)
+				}
+				if st := hs.host.Status()[0]; st.Restarts != 0 {
+					t.Errorf("Restarts = %d (%s): the run did not survive the refusal", st.Restarts, st.LastError)
+				}
+			},
+		},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			sink := &recordingSink{refuse: tc.refuse}
+			hs := start(t, sink, plugins.HostOptions{Translators: []plugins.TranslatorSpec{spec("t", tc.config)}})
+			tc.check(t, hs)
+		})
 	}
 }

@@ -109,7 +109,7 @@ func (s *server) Health(ctx context.Context, _ *pb.HealthRequest) (*pb.HealthRes
 			resp.Error = "unhealthy"
 		}
 	}
-	return resp, nil
+	return validUTF8(resp), nil
 }
 
 func (s *server) Run(stream pb.Translator_RunServer) error {
@@ -205,7 +205,7 @@ func ackError(a *pb.Ack) error {
 func (em *streamEmitter) send(m *pb.TranslatorMessage) error {
 	em.sendMu.Lock()
 	defer em.sendMu.Unlock()
-	return em.stream.Send(m)
+	return em.stream.Send(validUTF8(m))
 }
 
 // Emit implements Emitter.
@@ -251,7 +251,8 @@ func (em *streamEmitter) Emit(ctx context.Context, e event.Event) error {
 
 // RefusedError is what Emit returns when the agent's sink did not take an event (its outbox is
 // full or closing, say). Reason is the sink's error text. An event refused as invalid is reported
-// differently: Emit's error then wraps the *event.ValidationError listing its problems.
+// differently: Emit's error then wraps the *event.ValidationError listing its problems. Reason
+// is always valid UTF-8: any other bytes in the sink's text arrive as U+FFFD.
 type RefusedError struct {
 	Reason string
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/callwire/callwire/sdk"
@@ -83,6 +84,43 @@ func newClient(t *testing.T, s *script, cred sdk.Credential, o sdk.Options) *sdk
 	return c
 }
 
+// handlerTransport serves each request in process with a handler, with no socket, so that a
+// client using it can run in a synctest bubble and wait on the bubble's clock.
+type handlerTransport struct{ h http.Handler }
+
+func (ht handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := r.Context().Err(); err != nil {
+		return nil, err
+	}
+	in := r.Clone(r.Context())
+	if in.Body == nil {
+		in.Body = http.NoBody
+	}
+	defer in.Body.Close()
+	rec := httptest.NewRecorder()
+	ht.h.ServeHTTP(rec, in)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+// newBubbleClient is newClient for a test in a synctest bubble: s answers in process.
+func newBubbleClient(t *testing.T, s *script, cred sdk.Credential, o sdk.Options) *sdk.Client {
+	t.Helper()
+	o.HTTPClient = &http.Client{Transport: handlerTransport{s}}
+	if o.MinBackoff == 0 {
+		o.MinBackoff = time.Millisecond
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 5 * time.Millisecond
+	}
+	c, err := sdk.New("http://callwire.invalid", cred, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 var cred = sdk.Credential{ClientID: "cwid_test", Secret: "cwsk_secret"}
 
 func ringing(id string) event.Event {
@@ -138,19 +176,23 @@ func TestRetriesResendTheIdenticalBody(t *testing.T) {
 	}
 }
 
+// TestRetryAfterIsHonoured runs in a synctest bubble: the client waits on the bubble's clock,
+// so the second of Retry-After costs no time.
 func TestRetryAfterIsHonoured(t *testing.T) {
-	s := &script{replies: []reply{{status: 503, header: map[string]string{"Retry-After": "1"}, body: `{"success":false,"error":"503 Service Unavailable","message":"later"}`}, {status: 200, body: okBody}}}
-	c := newClient(t, s, cred, sdk.Options{})
-	if _, err := c.SendOne(t.Context(), ringing("p1")); err != nil {
-		t.Fatal(err)
-	}
-	got := s.requests()
-	if len(got) != 2 {
-		t.Fatalf("%d attempts", len(got))
-	}
-	if gap := got[1].at.Sub(got[0].at); gap < time.Second {
-		t.Errorf("retried after %v, sooner than Retry-After: 1", gap)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{replies: []reply{{status: 503, header: map[string]string{"Retry-After": "1"}, body: `{"success":false,"error":"503 Service Unavailable","message":"later"}`}, {status: 200, body: okBody}}}
+		c := newBubbleClient(t, s, cred, sdk.Options{})
+		if _, err := c.SendOne(t.Context(), ringing("p1")); err != nil {
+			t.Fatal(err)
+		}
+		got := s.requests()
+		if len(got) != 2 {
+			t.Fatalf("%d attempts", len(got))
+		}
+		if gap := got[1].at.Sub(got[0].at); gap < time.Second {
+			t.Errorf("retried after %v, sooner than Retry-After: 1", gap)
+		}
+	})
 }
 
 func TestNoRetryOnClientErrors(t *testing.T) {
@@ -211,19 +253,23 @@ func TestConnectionRefusedIsRetryable(t *testing.T) {
 	}
 }
 
+// TestContextEndsTheWait runs in a synctest bubble, where time passes only when every goroutine
+// waits: how long SendOne took is the client's doing, never the machine's load.
 func TestContextEndsTheWait(t *testing.T) {
-	s := &script{replies: []reply{{status: 503, header: map[string]string{"Retry-After": "30"}, body: `{}`}}}
-	c := newClient(t, s, cred, sdk.Options{})
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := c.SendOne(ctx, ringing("p1"))
-	if err == nil || time.Since(start) > 2*time.Second {
-		t.Fatalf("err %v after %v", err, time.Since(start))
-	}
-	if sdk.IsRetryable(err) && !errors.Is(err, context.DeadlineExceeded) {
-		t.Logf("err %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{replies: []reply{{status: 503, header: map[string]string{"Retry-After": "30"}, body: `{}`}}}
+		c := newBubbleClient(t, s, cred, sdk.Options{})
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := c.SendOne(ctx, ringing("p1"))
+		if err == nil || time.Since(start) > 2*time.Second {
+			t.Fatalf("err %v after %v", err, time.Since(start))
+		}
+		if sdk.IsRetryable(err) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Logf("err %v", err)
+		}
+	})
 }
 
 func TestValidationBeforeSending(t *testing.T) {

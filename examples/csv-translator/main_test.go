@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/callwire/callwire/plugins"
@@ -50,7 +51,8 @@ func (f *fakeEmitter) keys() []string {
 	return ks
 }
 
-// waitFor polls until the emitter holds want events, or fails the test after five seconds.
+// waitFor polls until the emitter holds want events, or fails the test after five seconds (of
+// the bubble's clock, in a synctest test).
 func (f *fakeEmitter) waitFor(t *testing.T, want int) []string {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -141,84 +143,90 @@ func TestParseLine(t *testing.T) {
 
 // TestTail follows a log being written: the header, blank and malformed lines are skipped, a
 // partial last line waits for its end, and a second run resumes after the last line taken.
+// It runs in a synctest bubble, as TestEmitFailures does: the translator's polling and the
+// test's waiting follow the bubble's clock, so a busy machine cannot make either late.
 func TestTail(t *testing.T) {
-	dir := t.TempDir()
-	cfg := config{Path: filepath.Join(dir, "calls.csv"), State: filepath.Join(dir, "calls.state"), Provider: "csvlog", Poll: "10ms"}
-	out := &fakeEmitter{}
-	stop := run(t, cfg, out) // before the log exists
-	appendLines(t, cfg.Path,
-		"time,call_id,type,direction,from,to,sequence,detail\n",
-		"2026-11-20T09:30:00Z,c1,call_received,inbound,+442071234567,101,0\n",
-		"\n",
-		"garbage,,\n",
-		"2026-11-20T09:30:05Z,c1,call_answered,inbound,+442071234567,101,1,101\r\n",
-		"2026-11-20T09:31:00Z,c1,call_ended,inbound,+442071234567,101,2,") // no end of line yet
-	out.waitFor(t, 2)
-	appendLines(t, cfg.Path, "answered\n")
-	if got := out.waitFor(t, 3); strings.Join(got, " ") != "c1/call_received:0 c1/call_answered:1 c1/call_ended:2" {
-		t.Errorf("emitted %v", got)
-	}
-	if err := stop(); err != nil {
-		t.Errorf("Run: %v", err)
-	}
-	fi, _ := os.Stat(cfg.Path)
-	if got := readOffset(cfg.State); got != fi.Size() {
-		t.Errorf("state %d, want the log's size %d", got, fi.Size())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := config{Path: filepath.Join(dir, "calls.csv"), State: filepath.Join(dir, "calls.state"), Provider: "csvlog", Poll: "10ms"}
+		out := &fakeEmitter{}
+		stop := run(t, cfg, out) // before the log exists
+		appendLines(t, cfg.Path,
+			"time,call_id,type,direction,from,to,sequence,detail\n",
+			"2026-11-20T09:30:00Z,c1,call_received,inbound,+442071234567,101,0\n",
+			"\n",
+			"garbage,,\n",
+			"2026-11-20T09:30:05Z,c1,call_answered,inbound,+442071234567,101,1,101\r\n",
+			"2026-11-20T09:31:00Z,c1,call_ended,inbound,+442071234567,101,2,") // no end of line yet
+		out.waitFor(t, 2)
+		appendLines(t, cfg.Path, "answered\n")
+		if got := out.waitFor(t, 3); strings.Join(got, " ") != "c1/call_received:0 c1/call_answered:1 c1/call_ended:2" {
+			t.Errorf("emitted %v", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		fi, _ := os.Stat(cfg.Path)
+		if got := readOffset(cfg.State); got != fi.Size() {
+			t.Errorf("state %d, want the log's size %d", got, fi.Size())
+		}
 
-	again := &fakeEmitter{}
-	stop = run(t, cfg, again)
-	appendLines(t, cfg.Path, "2026-11-20T09:40:00Z,c2,call_missed,inbound,anonymous,101,0\n")
-	if got := again.waitFor(t, 1); got[0] != "c2/call_missed:0" {
-		t.Errorf("after a restart: %v", got)
-	}
-	if err := stop(); err != nil {
-		t.Errorf("Run: %v", err)
-	}
+		again := &fakeEmitter{}
+		stop = run(t, cfg, again)
+		appendLines(t, cfg.Path, "2026-11-20T09:40:00Z,c2,call_missed,inbound,anonymous,101,0\n")
+		if got := again.waitFor(t, 1); got[0] != "c2/call_missed:0" {
+			t.Errorf("after a restart: %v", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 }
 
 // TestEmitFailures: an event refused because the outbox is full is offered again; one refused as
 // invalid is skipped; when the agent goes away Run ends, and the next run starts at the line that
 // was not taken.
 func TestEmitFailures(t *testing.T) {
-	dir := t.TempDir()
-	cfg := config{Path: filepath.Join(dir, "calls.csv"), Poll: "10ms", Provider: "csvlog"}
-	var lines []string
-	for i := range 6 {
-		lines = append(lines, "2026-11-20T09:30:00Z,c1,call_hold,inbound,,101,"+strconv.Itoa(i)+"\n")
-	}
-	appendLines(t, cfg.Path, lines...)
-
-	full := 2
-	out := &fakeEmitter{fail: func(e event.Event) error {
-		switch {
-		case e.Sequence == 1 && full > 0:
-			full--
-			return &plugins.RefusedError{Reason: "outbox is full"}
-		case e.Sequence == 2:
-			return &event.ValidationError{Problems: []event.Problem{{Field: "call", Message: "stricter agent"}}}
-		case e.Sequence == 4:
-			return errors.New("emit: no answer from the agent: connection reset")
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := config{Path: filepath.Join(dir, "calls.csv"), Poll: "10ms", Provider: "csvlog"}
+		var lines []string
+		for i := range 6 {
+			lines = append(lines, "2026-11-20T09:30:00Z,c1,call_hold,inbound,,101,"+strconv.Itoa(i)+"\n")
 		}
-		return nil
-	}}
-	raw, _ := json.Marshal(cfg)
-	err := (&translator{}).Run(t.Context(), raw, out)
-	if err == nil || !strings.Contains(err.Error(), "connection reset") {
-		t.Fatalf("Run = %v, want the emit error", err)
-	}
-	if got := strings.Join(out.keys(), " "); got != "c1/call_hold:0 c1/call_hold:1 c1/call_hold:3" || full != 0 {
-		t.Errorf("emitted %s (full refusals left %d)", got, full)
-	}
+		appendLines(t, cfg.Path, lines...)
 
-	again := &fakeEmitter{}
-	stop := run(t, cfg, again)
-	if got := strings.Join(again.waitFor(t, 2), " "); got != "c1/call_hold:4 c1/call_hold:5" {
-		t.Errorf("after the restart: %s", got)
-	}
-	if err := stop(); err != nil {
-		t.Errorf("Run: %v", err)
-	}
+		full := 2
+		out := &fakeEmitter{fail: func(e event.Event) error {
+			switch {
+			case e.Sequence == 1 && full > 0:
+				full--
+				return &plugins.RefusedError{Reason: "outbox is full"}
+			case e.Sequence == 2:
+				return &event.ValidationError{Problems: []event.Problem{{Field: "call", Message: "stricter agent"}}}
+			case e.Sequence == 4:
+				return errors.New("emit: no answer from the agent: connection reset")
+			}
+			return nil
+		}}
+		raw, _ := json.Marshal(cfg)
+		err := (&translator{}).Run(t.Context(), raw, out)
+		if err == nil || !strings.Contains(err.Error(), "connection reset") {
+			t.Fatalf("Run = %v, want the emit error", err)
+		}
+		if got := strings.Join(out.keys(), " "); got != "c1/call_hold:0 c1/call_hold:1 c1/call_hold:3" || full != 0 {
+			t.Errorf("emitted %s (full refusals left %d)", got, full)
+		}
+
+		again := &fakeEmitter{}
+		stop := run(t, cfg, again)
+		if got := strings.Join(again.waitFor(t, 2), " "); got != "c1/call_hold:4 c1/call_hold:5" {
+			t.Errorf("after the restart: %s", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 }
 
 func TestBadConfig(t *testing.T) {

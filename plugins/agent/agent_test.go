@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/callwire/callwire/plugins/agent"
@@ -216,6 +217,16 @@ type rig struct {
 // before it starts.
 func newRig(t *testing.T, dir, core string, cred sdk.Credential, workers int, pre ...event.Event) *rig {
 	t.Helper()
+	cl, err := sdk.New(core, cred, sdk.Options{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRigClient(t, dir, cl, workers, pre...)
+}
+
+// newRigClient is newRig with the agent sending through cl.
+func newRigClient(t *testing.T, dir string, cl *sdk.Client, workers int, pre ...event.Event) *rig {
+	t.Helper()
 	dead := filepath.Join(dir, "dead.jsonl")
 	ob, err := outbox.Open(t.Context(), filepath.Join(dir, "outbox.db"), outbox.Options{DeadLetterPath: dead})
 	if err != nil {
@@ -225,10 +236,6 @@ func newRig(t *testing.T, dir, core string, cred sdk.Credential, workers int, pr
 		if err := ob.Add(t.Context(), "sip", e); err != nil {
 			t.Fatal(err)
 		}
-	}
-	cl, err := sdk.New(core, cred, sdk.Options{MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
 	}
 	a, err := agent.New(agent.Options{Outbox: ob, Client: cl, Workers: workers, MinBackoff: 10 * time.Millisecond,
 		MaxBackoff: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -360,45 +367,106 @@ func TestOrderPerCallAndBatching(t *testing.T) {
 	}
 }
 
+// TestRetryAfterIsHonoured runs in a synctest bubble, the agent's requests answered in process
+// by a core that asks the first one to retry after two seconds: the bubble's clock moves only
+// when every goroutine waits, so the pause is measured exactly however busy the machine is.
 func TestRetryAfterIsHonoured(t *testing.T) {
-	fake := sdktest.NewServer(t)
-	f := newFront(t, fake.URL, 0)
-	fake.FailNext(1, http.StatusServiceUnavailable, 2*time.Second)
-	r := newRig(t, t.TempDir(), f.URL, fake.Credential(), 2)
-	r.accept(t, ev("a", event.CallReceived, 1), ev("b", event.CallEnded, 1))
-	waitFor(t, 10*time.Second, "the outbox to drain", r.drained(t))
-	// Two workers send a and b at once; either may be the one refused.
-	reqs := f.requests()
-	refused := slices.IndexFunc(reqs, func(r frontReq) bool { return r.status == 503 })
-	if len(reqs) < 3 || refused < 0 {
-		t.Fatalf("requests %+v", reqs)
-	}
-	r503 := reqs[refused]
-	// The refused request was sent again no sooner than asked.
-	var retry *frontReq
-	for i := refused + 1; i < len(reqs); i++ {
-		if bytes.Equal(reqs[i].body, r503.body) {
-			retry = &reqs[i]
-			break
+	synctest.Test(t, func(t *testing.T) {
+		core := &pausingCore{retryAfter: "2"}
+		cl, err := sdk.New("http://callwire.invalid", sdktestCredential(), sdk.Options{MaxAttempts: 1,
+			HTTPClient: &http.Client{Transport: handlerTransport{core}}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if retry == nil {
-		t.Fatal("the refused request was never sent again")
-	}
-	if gap := retry.arrived.Sub(r503.at); gap < 2*time.Second {
-		t.Fatalf("the refused request came again %v after a 503 with Retry-After: 2", gap)
-	}
-	// And no other worker started a request in that pause either (one already on its way when
-	// the 503 was answered may arrive just after it).
-	for _, rq := range reqs {
-		if gap := rq.arrived.Sub(r503.at); gap > 100*time.Millisecond && gap < 2*time.Second {
-			t.Fatalf("a request came %v after a 503 with Retry-After: 2", gap)
+		r := newRigClient(t, t.TempDir(), cl, 2)
+		r.accept(t, ev("a", event.CallReceived, 1), ev("b", event.CallEnded, 1))
+		waitFor(t, 10*time.Second, "the outbox to drain", r.drained(t))
+		// Two workers send a and b at once; either may be the one refused.
+		reqs := core.requests()
+		refused := slices.IndexFunc(reqs, func(r frontReq) bool { return r.status == 503 })
+		if len(reqs) < 3 || refused < 0 {
+			t.Fatalf("requests %+v", reqs)
 		}
+		r503 := reqs[refused]
+		// The refused request was sent again no sooner than asked.
+		var retry *frontReq
+		for i := refused + 1; i < len(reqs); i++ {
+			if bytes.Equal(reqs[i].body, r503.body) {
+				retry = &reqs[i]
+				break
+			}
+		}
+		if retry == nil {
+			t.Fatal("the refused request was never sent again")
+		}
+		if gap := retry.arrived.Sub(r503.at); gap < 2*time.Second {
+			t.Fatalf("the refused request came again %v after a 503 with Retry-After: 2", gap)
+		}
+		// And no other worker started a request in that pause either (one already on its way
+		// when the 503 was answered may arrive just after it).
+		for _, rq := range reqs {
+			if gap := rq.arrived.Sub(r503.at); gap > 100*time.Millisecond && gap < 2*time.Second {
+				t.Fatalf("a request came %v after a 503 with Retry-After: 2", gap)
+			}
+		}
+		t.Logf("resent %v after the 503", retry.arrived.Sub(r503.at))
+		if s := r.status(t).Translators["sip"]; s.Retried < 1 || s.Sent != 2 {
+			t.Errorf("status %+v", s)
+		}
+	})
+}
+
+// pausingCore answers the first request 503 with Retry-After, and every other one with a
+// success body, recording each as a front does.
+type pausingCore struct {
+	retryAfter string
+
+	mu   sync.Mutex
+	reqs []frontReq
+}
+
+func (c *pausingCore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	body, _ := io.ReadAll(r.Body)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	status := http.StatusOK
+	w.Header().Set("Content-Type", "application/json")
+	if len(c.reqs) == 0 {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", c.retryAfter)
+		w.WriteHeader(status)
+		io.WriteString(w, `{"success":false,"error":"503 Service Unavailable","message":"busy, come back later"}`)
+	} else {
+		io.WriteString(w, `{"success":true,"calls":[],"events":[]}`)
 	}
-	t.Logf("resent %v after the 503", retry.arrived.Sub(r503.at))
-	if s := r.status(t).Translators["sip"]; s.Retried < 1 || s.Sent != 2 {
-		t.Errorf("status %+v", s)
+	c.reqs = append(c.reqs, frontReq{arrived: arrived, at: time.Now(), body: body, status: status})
+}
+
+func (c *pausingCore) requests() []frontReq {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]frontReq(nil), c.reqs...)
+}
+
+// handlerTransport serves each request in process with a handler, with no socket, so that an
+// agent sending through it can run in a synctest bubble.
+type handlerTransport struct{ h http.Handler }
+
+func (ht handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := r.Context().Err(); err != nil {
+		return nil, err
 	}
+	in := r.Clone(r.Context())
+	if in.Body == nil {
+		in.Body = http.NoBody
+	}
+	defer in.Body.Close()
+	rec := httptest.NewRecorder()
+	ht.h.ServeHTTP(rec, in)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
 }
 
 type deadLine struct {

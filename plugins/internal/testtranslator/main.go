@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 	"github.com/callwire/callwire/sdk/event"
 )
 
-// config is the translator's configuration.
+// config is the translator's configuration. The texts of fail and unhealthy are read with Go's
+// string escapes, so that a test can put bytes that are not UTF-8 in them ("\\xff").
 type config struct {
 	Events     int      `json:"events"`     // how many events to emit, sequence 1..Events
 	CallID     string   `json:"callId"`     // the providerCallId of every event
@@ -36,17 +38,30 @@ type config struct {
 	Fail       string   `json:"fail"`       // return this error once every event was emitted
 	IgnoreStop bool     `json:"ignoreStop"` // keep running after the context ends
 	Farewell   bool     `json:"farewell"`   // emit one more event after the context ends
+	AfterIll   int      `json:"afterIll"`   // emit this many more events once Health has reported unhealthy
+	RawBad     []int    `json:"rawBad"`     // sequences emitted with a raw record that is not UTF-8
 }
 
 type translator struct {
-	unhealthy atomic.Value // string
+	unhealthy atomic.Value  // string
+	ill       chan struct{} // closed once Health has reported unhealthy
+	illOnce   sync.Once
 }
 
 func (t *translator) Health(context.Context) error {
 	if s, _ := t.unhealthy.Load().(string); s != "" {
+		t.illOnce.Do(func() { close(t.ill) })
 		return errors.New(s)
 	}
 	return nil
+}
+
+// unescape reads s with Go's string escapes; s is taken as it is when it has none that parse.
+func unescape(s string) string {
+	if u, err := strconv.Unquote(`"` + s + `"`); err == nil {
+		return u
+	}
+	return s
 }
 
 func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.Emitter) error {
@@ -54,6 +69,7 @@ func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.E
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	cfg.Fail, cfg.Unhealthy = unescape(cfg.Fail), unescape(cfg.Unhealthy)
 	t.unhealthy.Store(cfg.Unhealthy)
 	slog.Info("run started", "pid", os.Getpid(), "events", cfg.Events)
 	for _, l := range cfg.Logs {
@@ -74,6 +90,18 @@ func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.E
 		if cfg.CrashAfter > 0 && taken >= cfg.CrashAfter {
 			slog.Warn("crashing on purpose", "after", taken)
 			os.Exit(3)
+		}
+	}
+	if cfg.AfterIll > 0 {
+		select {
+		case <-t.ill:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for seq := cfg.Events + 1; seq <= cfg.Events+cfg.AfterIll; seq++ {
+			if emit(ctx, out, cfg, seq) == nil {
+				taken++
+			}
 		}
 	}
 	slog.Info("all events emitted", "taken", taken)
@@ -104,6 +132,11 @@ func emit(ctx context.Context, out plugins.Emitter, cfg config, seq int) error {
 	for _, s := range cfg.Invalid {
 		if s == seq {
 			e.Call.Direction = "sideways"
+		}
+	}
+	for _, s := range cfg.RawBad {
+		if s == seq {
+			e.Raw = json.RawMessage("{\"line\": \"\xff\xfe\"}")
 		}
 	}
 	err := out.Emit(ctx, e)
@@ -142,5 +175,5 @@ func main() {
 		})
 		return
 	}
-	plugins.Serve(&translator{})
+	plugins.Serve(&translator{ill: make(chan struct{})})
 }
