@@ -7,6 +7,11 @@ import (
 	"github.com/callwire/callwire/core/store"
 )
 
+// KeyCheck is the proof of a live key that a Resolution carries to the store with the request's
+// work. It is the store's own type, named here so that a layer which only passes it along (the
+// HTTP API) need not import the store.
+type KeyCheck = store.KeyCheck
+
 // Resolution is who a request acts as, with the KeyCheck that proves its key live.
 type Resolution struct {
 	Principal Principal

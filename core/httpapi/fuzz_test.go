@@ -27,8 +27,8 @@ func FuzzPostEvents(f *testing.F) {
 	}
 	f.Add([]byte(`{}`), "text/plain; charset=\x00", "Basic Zm9vOmJhcg==")
 	fed := auth.Principal{ClientID: "cwid_x", OrgID: "org_1", Scopes: []string{auth.ScopeCallsEvents}}
-	res := ingest.Result{Calls: []ingest.CallEntry{{ID: "c", ProviderCallID: "a", Provider: "sip", Created: true, CRMClients: []popup.Client{}}},
-		Events: []ingest.EventEntry{{ID: "e", Type: "call_received", DedupeKey: "call_received:0"}}}
+	res := ingest.Result{Calls: []ingest.CallResult{{ID: "c", ProviderCallID: "a", Provider: "sip", Created: true, Clients: []popup.Client{}}},
+		Events: []ingest.EventResult{{ID: "e", Type: "call_received", DedupeKey: "call_received:0"}}}
 	app, err := httpapi.New(httpapi.Options{Auth: fakeAuth{p: fed}, Ingest: fakeIngest{res: res}, BaseContext: context.Background(), BodyLimit: 64 << 10})
 	if err != nil {
 		f.Fatal(err)

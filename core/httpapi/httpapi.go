@@ -27,7 +27,6 @@ import (
 
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/ingest"
-	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -45,12 +44,12 @@ type Authenticator interface {
 	// Authenticate reads the key from the store and proves it live.
 	Authenticate(ctx context.Context, c auth.Credentials) (auth.Principal, error)
 	// Forget drops cached facts after the store rejected their check.
-	Forget(check store.KeyCheck)
+	Forget(check auth.KeyCheck)
 }
 
 // Ingester runs the write pipeline for one authenticated, validated report.
 type Ingester interface {
-	Ingest(ctx context.Context, orgID, traceID string, events []event.Parsed, check *store.KeyCheck) (ingest.Result, error)
+	Ingest(ctx context.Context, orgID, traceID string, events []event.Parsed, check *auth.KeyCheck) (ingest.Result, error)
 }
 
 // Options configure the API. Auth, Ingest and BaseContext are required; zero durations and limits
@@ -329,13 +328,6 @@ func (a *api) readyz(c *fiber.Ctx) error {
 	return c.JSON(r)
 }
 
-// response is the success body.
-type response struct {
-	Success bool                `json:"success"`
-	Calls   []ingest.CallEntry  `json:"calls"`
-	Events  []ingest.EventEntry `json:"events"`
-}
-
 func (a *api) postEvents(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	tr := trace(c)
@@ -398,7 +390,7 @@ func (a *api) postEvents(c *fiber.Ctx) error {
 	}
 	res, err := a.o.Ingest.Ingest(ctx, p.OrgID, tr, events, &rs.Check)
 	if err != nil {
-		if errors.Is(err, store.ErrKeyRejected) {
+		if errors.Is(err, ingest.ErrKeyRejected) {
 			a.o.Auth.Forget(rs.Check)
 			return a.authFailure(c, tr, auth.Rejected(err))
 		}
@@ -417,7 +409,10 @@ func (a *api) postEvents(c *fiber.Ctx) error {
 	if res.Created() {
 		status = fiber.StatusCreated
 	}
-	return c.Status(status).JSON(response{Success: true, Calls: res.Calls, Events: res.Events})
+	c.Status(status)
+	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+	c.Response().SetBodyRaw(appendSuccess(make([]byte, 0, successSize(res)), res))
+	return nil
 }
 
 func (a *api) authFailure(c *fiber.Ctx, tr string, err error) error {

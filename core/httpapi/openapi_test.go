@@ -25,7 +25,6 @@ import (
 	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/popup"
-	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -258,7 +257,7 @@ func (f fakeAuth) Resolve(context.Context, auth.Credentials) (auth.Resolution, e
 	return auth.Resolution{Principal: f.p, Verified: true}, f.err
 }
 
-func (f fakeAuth) Forget(store.KeyCheck) {}
+func (f fakeAuth) Forget(auth.KeyCheck) {}
 
 // brokenPopups is a broker that cannot be reached.
 type brokenPopups struct{}
@@ -273,7 +272,7 @@ type fakeIngest struct {
 	err error
 }
 
-func (f fakeIngest) Ingest(context.Context, string, string, []event.Parsed, *store.KeyCheck) (ingest.Result, error) {
+func (f fakeIngest) Ingest(context.Context, string, string, []event.Parsed, *auth.KeyCheck) (ingest.Result, error) {
 	return f.res, f.err
 }
 
@@ -283,10 +282,10 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 	s := loadSpec(t)
 	body := `{"type":"call_received","providerCallId":"a","occurredAt":"2026-03-01T09:30:00Z","call":{"direction":"inbound","from":{"number":"+442071234567"}}}`
 	fed := auth.Principal{ClientID: "cwid_x", OrgID: "org_1", Scopes: []string{auth.ScopeCallsEvents}}
-	created := ingest.Result{Calls: []ingest.CallEntry{{ID: "c", ProviderCallID: "a", Provider: "sip", Created: true, CRMClients: []popup.Client{}}},
-		Events: []ingest.EventEntry{{ID: "e", Type: "call_received", DedupeKey: "call_received:0"}}}
+	created := ingest.Result{Calls: []ingest.CallResult{{ID: "c", ProviderCallID: "a", Provider: "sip", Created: true, Clients: []popup.Client{}}},
+		Events: []ingest.EventResult{{ID: "e", Type: "call_received", DedupeKey: "call_received:0"}}}
 	existing := created
-	existing.Calls = []ingest.CallEntry{{ID: "c", ProviderCallID: "a", Provider: "sip", CRMClients: []popup.Client{}}}
+	existing.Calls = []ingest.CallResult{{ID: "c", ProviderCallID: "a", Provider: "sip", Clients: []popup.Client{}}}
 	desk := auth.Principal{ClientID: "cwid_d", OrgID: "org_1", Scopes: []string{auth.ScopePopupsRead}}
 	mem := popup.NewMemory(popup.MemoryOptions{})
 	t.Cleanup(func() { mem.Close() })
@@ -310,6 +309,7 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 		{name: "invalid body", want: 400, auth: fakeAuth{p: fed}, body: `{"type":"call_exploded"}`},
 		{name: "wrong content type", want: 400, auth: fakeAuth{p: fed}, ctype: "text/plain"},
 		{name: "unauthenticated", want: 401, auth: fakeAuth{err: &auth.Error{Kind: auth.KindUnauthenticated, Message: "no"}}},
+		{name: "key rejected by the store", want: 401, auth: fakeAuth{p: fed}, ingest: fakeIngest{err: fmt.Errorf("x: %w", ingest.ErrKeyRejected)}},
 		{name: "missing scope", want: 403, auth: fakeAuth{p: auth.Principal{ClientID: "cwid_x", OrgID: "org_1"}}},
 		{name: "operator key", want: 403, auth: fakeAuth{p: auth.Principal{ClientID: "cwid_x", Scopes: []string{auth.ScopeCallsEvents}}}},
 		{name: "wrong method", method: "GET", docMethod: "POST", want: 405},

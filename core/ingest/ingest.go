@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/callwire/callwire/core/lookup"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
@@ -27,10 +28,16 @@ import (
 // was written, and the reporter should resend the same request after a pause.
 var ErrUnavailable = errors.New("temporarily unavailable")
 
+// ErrKeyRejected reports that the reporter's key failed the check that guards the request's work
+// (it was revoked, rotated or expired a moment ago): nothing was written and no popup was
+// published. The reporter must not resend with the same key.
+var ErrKeyRejected = errors.New("key rejected")
+
 // CallerLookup asks an organization's client system who owns a phone number.
 type CallerLookup interface {
 	// Lookup returns the clients whose records carry the E.164 number: none, one or many. An
-	// error means the caller is unknown; it never fails the request.
+	// error means the caller is unknown; it never fails the request. An error wrapping
+	// lookup.ErrNotConfigured says the organization has no client system set up.
 	Lookup(ctx context.Context, orgID, number string) ([]popup.Client, error)
 }
 
@@ -47,9 +54,6 @@ type Writer interface {
 	WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error)
 	Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error)
 }
-
-// ErrNoLookup is what a CallerLookup returns for an organization with no client system set up.
-var ErrNoLookup = errors.New("no caller lookup configured")
 
 // Options configure a Service. Zero durations take the documented defaults.
 type Options struct {
@@ -144,28 +148,33 @@ func New(o Options) (*Service, error) {
 	return &Service{opts: o, log: log, metrics: m}, nil
 }
 
-// CallEntry is the response entry for one call.
-type CallEntry struct {
-	ID             string         `json:"id"`
-	ProviderCallID string         `json:"providerCallId"`
-	Provider       string         `json:"provider"`
-	Created        bool           `json:"created"`
-	CRMClients     []popup.Client `json:"crmClients"`
+// CallResult is what a report did to one call.
+type CallResult struct {
+	// ID is the call's identifier.
+	ID             string
+	ProviderCallID string
+	Provider       string
+	// Created is true only for the one report that created the call.
+	Created bool
+	// Clients are the client-system matches on file for the call after the write; never nil.
+	Clients []popup.Client
 }
 
-// EventEntry is the response entry for one event.
-type EventEntry struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	DedupeKey string `json:"dedupeKey"`
-	Duplicate bool   `json:"duplicate"`
+// EventResult is what a report did with one of its events.
+type EventResult struct {
+	// ID is the event's identifier: the new one, or the one on file for a duplicate.
+	ID        string
+	Type      string
+	DedupeKey string
+	// Duplicate is true when the event was already on file, or repeated earlier in the report.
+	Duplicate bool
 }
 
 // Result is what a report did: calls in the order they first appear in the request, events in
 // request order.
 type Result struct {
-	Calls  []CallEntry
-	Events []EventEntry
+	Calls  []CallResult
+	Events []EventResult
 }
 
 // Created reports whether the request created at least one call.
@@ -184,7 +193,7 @@ func (r Result) Created() bool {
 //
 // check, when not nil, is the proof that the reporter's key is live; the store runs it with the
 // read that precedes any popup and with the write, so a key revoked a moment ago can neither
-// light a desk nor store a call. Errors: wrapping store.ErrKeyRejected when the check fails,
+// light a desk nor store a call. Errors: wrapping ErrKeyRejected when the check fails,
 // ErrUnavailable when the store fails transiently; in both cases nothing was written.
 func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []event.Parsed, check *store.KeyCheck) (Result, error) {
 	if orgID == "" {
@@ -307,7 +316,7 @@ func (s *Service) lookup(ctx context.Context, log reqLog, orgID string, e *event
 	defer cancel()
 	clients, err := s.opts.Lookup.Lookup(lctx, orgID, from.Number)
 	switch {
-	case errors.Is(err, ErrNoLookup):
+	case errors.Is(err, lookup.ErrNotConfigured):
 		s.metrics.lookups.WithLabelValues(string(popup.LookupNotSet)).Inc()
 		return []popup.Client{}, popup.LookupNotSet
 	case err != nil:
@@ -345,7 +354,7 @@ func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup) {
 }
 
 func (s *Service) result(log reqLog, events []event.Parsed, calls []*plannedCall, results []store.CallResult) (Result, error) {
-	r := Result{Calls: make([]CallEntry, len(calls)), Events: make([]EventEntry, len(events))}
+	r := Result{Calls: make([]CallResult, len(calls)), Events: make([]EventResult, len(events))}
 	for ci, pc := range calls {
 		res := results[ci]
 		if len(res.Events) != len(pc.write.Events) {
@@ -358,12 +367,12 @@ func (s *Service) result(log reqLog, events []event.Parsed, calls []*plannedCall
 				clients = []popup.Client{}
 			}
 		}
-		r.Calls[ci] = CallEntry{
+		r.Calls[ci] = CallResult{
 			ID:             res.ID,
 			ProviderCallID: pc.write.ProviderCallID,
 			Provider:       pc.write.Provider,
 			Created:        res.Created,
-			CRMClients:     clients,
+			Clients:        clients,
 		}
 		if res.Created {
 			s.metrics.callsCreated.Inc()
@@ -372,7 +381,7 @@ func (s *Service) result(log reqLog, events []event.Parsed, calls []*plannedCall
 			er := res.Events[pos]
 			dup := er.Duplicate || pc.unique[pos] != i
 			e := &events[i].Event
-			r.Events[i] = EventEntry{ID: er.ID, Type: string(e.Type), DedupeKey: e.DedupeKey(), Duplicate: dup}
+			r.Events[i] = EventResult{ID: er.ID, Type: string(e.Type), DedupeKey: e.DedupeKey(), Duplicate: dup}
 			if dup {
 				s.metrics.duplicates.Inc()
 				s.metrics.events.WithLabelValues(string(e.Type), "duplicate").Inc()
@@ -384,12 +393,13 @@ func (s *Service) result(log reqLog, events []event.Parsed, calls []*plannedCall
 	return r, nil
 }
 
-// storeError classifies a store failure: a rejected key stays itself, a transient failure or a
-// deadline becomes ErrUnavailable, anything else is wrapped as is.
+// storeError classifies a store failure: a rejected key becomes ErrKeyRejected, a transient
+// failure or a deadline ErrUnavailable, anything else is wrapped as is. The store's error stays
+// in the chain.
 func (s *Service) storeError(op string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrKeyRejected):
-		return fmt.Errorf("ingest: %s: %w", op, err)
+		return fmt.Errorf("ingest: %s: %w: %w", op, ErrKeyRejected, err)
 	case errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
 		s.metrics.unavailable.Inc()
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

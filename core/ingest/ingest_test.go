@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/callwire/callwire/core/lookup"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/store"
@@ -291,7 +292,7 @@ func TestIngestOrder(t *testing.T) {
 	if got := strings.Join(r.steps, ","); got != "lookup +15551230000,publish a,write" {
 		t.Fatalf("steps %s, want lookup, publish, then write", got)
 	}
-	if !res.Created() || len(res.Calls[0].CRMClients) != 1 || res.Calls[0].CRMClients[0].Name != "Ada Lovelace" {
+	if !res.Created() || len(res.Calls[0].Clients) != 1 || res.Calls[0].Clients[0].Name != "Ada Lovelace" {
 		t.Fatalf("result %+v", res)
 	}
 	p := r.popups[0]
@@ -308,7 +309,7 @@ func TestIngestOrder(t *testing.T) {
 	if got := strings.Join(r.steps, ","); got != "write" {
 		t.Errorf("retry steps %s, want only the write", got)
 	}
-	if res.Created() || !res.Events[0].Duplicate || len(res.Calls[0].CRMClients) != 1 {
+	if res.Created() || !res.Events[0].Duplicate || len(res.Calls[0].Clients) != 1 {
 		t.Errorf("retry result %+v", res)
 	}
 }
@@ -340,8 +341,23 @@ func TestAnonymousCallerPopsUpWithoutLookup(t *testing.T) {
 	if r.popups[0].Lookup != popup.LookupSkipped || len(r.popups[0].Locations) != 2 {
 		t.Errorf("popup %+v", r.popups[0])
 	}
-	if res.Calls[0].CRMClients == nil {
+	if res.Calls[0].Clients == nil {
 		t.Error("crmClients must be an empty array, not null")
+	}
+}
+
+// The caller lookup over HTTP is the pipeline's CallerLookup.
+var _ CallerLookup = (*lookup.Lookup)(nil)
+
+func TestLookupNotConfigured(t *testing.T) {
+	r := newRecorder()
+	r.lookupErr = fmt.Errorf("org1: %w", lookup.ErrNotConfigured)
+	s := newService(t, r)
+	if _, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_received", "a", 0, t0, "")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.popups) != 1 || r.popups[0].Lookup != popup.LookupNotSet {
+		t.Errorf("popups %+v, want one with lookup %q", r.popups, popup.LookupNotSet)
 	}
 }
 
@@ -381,13 +397,27 @@ func TestSurvivableFailures(t *testing.T) {
 	}
 }
 
-func TestStoreUnavailable(t *testing.T) {
-	r := newRecorder()
-	r.writeErr = fmt.Errorf("pool: %w", store.ErrUnavailable)
-	s := newService(t, r)
-	_, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_ended", "a", 0, t0, "")), nil)
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("err = %v, want ErrUnavailable", err)
+// TestStoreErrors checks that the errors a caller branches on are this package's, with the
+// store's still in the chain, so that the HTTP layer need not know the store.
+func TestStoreErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		storeErr error
+		want     error
+	}{
+		{"unavailable", store.ErrUnavailable, ErrUnavailable},
+		{"deadline", context.DeadlineExceeded, ErrUnavailable},
+		{"key rejected", store.ErrKeyRejected, ErrKeyRejected},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder()
+			r.writeErr = fmt.Errorf("pool: %w", tc.storeErr)
+			s := newService(t, r)
+			_, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_ended", "a", 0, t0, "")), nil)
+			if !errors.Is(err, tc.want) || !errors.Is(err, tc.storeErr) {
+				t.Fatalf("err = %v, want %v wrapping %v", err, tc.want, tc.storeErr)
+			}
+		})
 	}
 }
 
@@ -405,9 +435,8 @@ func TestResponseMapsIntraRequestDuplicates(t *testing.T) {
 	if res.Events[1].Type != "call_ended" || res.Events[1].DedupeKey != "call_ended:1" {
 		t.Errorf("events[1] %+v", res.Events[1])
 	}
-	b, _ := json.Marshal(res.Events)
-	if !strings.Contains(string(b), `"dedupeKey":"call_hold:0"`) {
-		t.Errorf("json %s", b)
+	if res.Events[0].DedupeKey != "call_hold:0" || res.Events[2].DedupeKey != "call_hold:0" {
+		t.Errorf("events %+v", res.Events)
 	}
 }
 

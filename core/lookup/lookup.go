@@ -28,14 +28,15 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
 )
 
-// Errors a Lookup returns, besides ingest.ErrNoLookup for an organization without an endpoint.
-// Each one means the caller is unknown; test with errors.Is.
+// Errors a Lookup returns. Each one means the caller is unknown; test with errors.Is.
 var (
+	// ErrNotConfigured reports that the organization has no lookup endpoint: no client system was
+	// asked, and none will be until the organization sets one.
+	ErrNotConfigured = errors.New("lookup: no caller lookup configured")
 	// ErrBreakerOpen reports that the organization's adapter failed too often lately and was not
 	// asked.
 	ErrBreakerOpen = errors.New("lookup: breaker open, adapter not asked")
@@ -100,7 +101,8 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Lookup is an ingest.CallerLookup over HTTP for every organization. It is safe for concurrent
+// Lookup asks every organization's client system over HTTP; it is the ingest pipeline's
+// CallerLookup. It is safe for concurrent
 // use. Build it with New.
 type Lookup struct {
 	opts     Options
@@ -113,8 +115,6 @@ type Lookup struct {
 	mu   sync.Mutex
 	orgs map[string]*orgState // replaced whole, never mutated, under mu
 }
-
-var _ ingest.CallerLookup = (*Lookup)(nil)
 
 // orgState is what a Lookup knows of one organization.
 type orgState struct {
@@ -242,7 +242,7 @@ func New(o Options) (*Lookup, error) {
 }
 
 // Lookup returns the clients the organization's adapter says own the E.164 number: none, one or
-// many. It returns ingest.ErrNoLookup when the organization has no endpoint, and otherwise an
+// many. It returns ErrNotConfigured when the organization has no endpoint, and otherwise an
 // error wrapping one of this package's errors when the caller must be treated as unknown. A
 // request to the adapter takes at most the organization's timeout (or Options.Timeout), and
 // less when ctx ends sooner. The returned slice is the caller's.
@@ -257,7 +257,7 @@ func (l *Lookup) Lookup(ctx context.Context, orgID, number string) ([]popup.Clie
 	}
 	if st.lookup.URL == "" {
 		l.count(resultNotConfigured)
-		return nil, ingest.ErrNoLookup
+		return nil, ErrNotConfigured
 	}
 	key := answerKey{org: orgID, number: number}
 	if a, ok := l.answers.Get(key); ok && a.url == st.lookup.URL && l.opts.Now().Before(a.expires) {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/lookup"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
@@ -285,8 +284,8 @@ func TestNotConfigured(t *testing.T) {
 	f := newLookup(t, lookup.Options{})
 	f.orgs.set("org-none", store.Lookup{})
 	for _, org := range []string{"org-none", "org-missing"} {
-		if _, err := f.l.Lookup(t.Context(), org, number); !errors.Is(err, ingest.ErrNoLookup) {
-			t.Errorf("Lookup(%s) error = %v, want ingest.ErrNoLookup", org, err)
+		if _, err := f.l.Lookup(t.Context(), org, number); !errors.Is(err, lookup.ErrNotConfigured) {
+			t.Errorf("Lookup(%s) error = %v, want lookup.ErrNotConfigured", org, err)
 		}
 	}
 }
@@ -561,7 +560,7 @@ func TestSettingsReadAgainAfterTTL(t *testing.T) {
 	name := func() string {
 		t.Helper()
 		got, err := f.l.Lookup(t.Context(), "org-1", number)
-		if errors.Is(err, ingest.ErrNoLookup) {
+		if errors.Is(err, lookup.ErrNotConfigured) {
 			return "none"
 		}
 		if err != nil || len(got) != 1 {
@@ -599,7 +598,7 @@ func TestSettingsUnreadable(t *testing.T) {
 	f := newLookup(t, lookup.Options{SettingsTTL: time.Second})
 	f.orgs.set("org-1", store.Lookup{URL: a.URL})
 	f.orgs.fail(fmt.Errorf("db down: %w", store.ErrUnavailable))
-	if _, err := f.l.Lookup(t.Context(), "org-1", number); err == nil || errors.Is(err, ingest.ErrNoLookup) {
+	if _, err := f.l.Lookup(t.Context(), "org-1", number); err == nil || errors.Is(err, lookup.ErrNotConfigured) {
 		t.Errorf("unknown settings, store down: %v; want a failure", err)
 	}
 	f.orgs.fail(nil)

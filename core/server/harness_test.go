@@ -17,7 +17,6 @@ import (
 
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
-	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store"
@@ -163,12 +162,23 @@ type reply struct {
 	header http.Header
 	raw    []byte
 	body   struct {
-		Success bool                `json:"success"`
-		Error   string              `json:"error"`
-		Message string              `json:"message"`
-		Calls   []ingest.CallEntry  `json:"calls"`
-		Events  []ingest.EventEntry `json:"events"`
-		Fields  []struct {
+		Success bool   `json:"success"`
+		Error   string `json:"error"`
+		Message string `json:"message"`
+		Calls   []struct {
+			ID             string         `json:"id"`
+			ProviderCallID string         `json:"providerCallId"`
+			Provider       string         `json:"provider"`
+			Created        bool           `json:"created"`
+			CRMClients     []popup.Client `json:"crmClients"`
+		} `json:"calls"`
+		Events []struct {
+			ID        string `json:"id"`
+			Type      string `json:"type"`
+			DedupeKey string `json:"dedupeKey"`
+			Duplicate bool   `json:"duplicate"`
+		} `json:"events"`
+		Fields []struct {
 			Field   string `json:"field"`
 			Problem string `json:"problem"`
 		} `json:"problems"`
