@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
 
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/ingest"
@@ -97,7 +99,13 @@ type api struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	streams    streamMetrics
+	// routes are the paths served, for the route label of a request no handler saw: the value
+	// is the label, which must not alias the request's buffer.
+	routes map[string]string
 }
+
+// readBufferSize bounds the request line and headers; larger is answered 431.
+const readBufferSize = 16 << 10
 
 // New returns the Fiber app serving the API.
 func New(o Options) (*fiber.App, error) {
@@ -147,9 +155,10 @@ func New(o Options) (*fiber.App, error) {
 		DisableStartupMessage: true,
 		ErrorHandler:          a.errorHandler,
 		JSONEncoder:           marshalNoEscape,
-		ReadBufferSize:        16 << 10,
+		ReadBufferSize:        readBufferSize,
 	})
 	app.Server().HeaderReceived = a.streamRequestConfig
+	a.answerUnread(app)
 	app.Use(a.middleware)
 	app.Post(EventsPath, a.postEvents)
 	if o.Popups != nil {
@@ -167,7 +176,98 @@ func New(o Options) (*fiber.App, error) {
 		c.Set(fiber.HeaderAllow, fiber.MethodPost)
 		return fiber.NewError(fiber.StatusMethodNotAllowed, "use POST to submit call events")
 	})
+	a.routes = map[string]string{}
+	for _, r := range app.GetRoutes(true) {
+		if !strings.ContainsAny(r.Path, ":*+") {
+			a.routes[r.Path] = r.Path
+		}
+	}
 	return app, nil
+}
+
+// errUnknownMethod is what answerUnread answers for a method Fiber does not route.
+var errUnknownMethod = errors.New("unknown method")
+
+// answerUnread makes the server's own answers go through unread, as the middleware's do not see
+// them: fasthttp answers a request it cannot read (body over the limit, too slow, malformed,
+// headers too large) before any handler runs, and Fiber answers a method it does not know
+// before any middleware.
+func (a *api) answerUnread(app *fiber.App) {
+	srv := app.Server()
+	// The error of a request that could not be read is logged; without this it would carry the
+	// request's first bytes, credentials included.
+	srv.SecureErrorLogMessage = true
+	srv.ErrorHandler = func(fctx *fasthttp.RequestCtx, err error) { a.unread(app, fctx, err) }
+	route := srv.Handler
+	srv.Handler = func(fctx *fasthttp.RequestCtx) {
+		switch string(fctx.Method()) {
+		case fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete,
+			fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch:
+			route(fctx)
+		default:
+			a.unread(app, fctx, errUnknownMethod)
+		}
+	}
+}
+
+// unread answers a request no handler saw, with the failure body and a trace id, and logs and
+// counts it once, as the middleware does for the others. err says why: errUnknownMethod, or
+// what fasthttp met reading the request.
+//
+// fasthttp keeps the request's header only when the body was refused for its declared length
+// or the method is unknown; otherwise (too slow, malformed, the connection broke, a chunked body
+// over the limit) the line has no method or path, a new trace id, and the route "unmatched".
+func (a *api) unread(app *fiber.App, fctx *fasthttp.RequestCtx, err error) {
+	c := app.AcquireCtx(fctx)
+	defer app.ReleaseCtx(c)
+	known := errors.Is(err, errUnknownMethod) || len(fctx.Request.Header.RawHeaders()) > 0
+	tr := trace(c)
+	status, msg := a.unreadAnswer(c, err)
+	if ferr := a.fail(c, status, msg, nil); ferr != nil {
+		a.log.Error("writing error response", "trace_id", tr, "error", ferr)
+	}
+	route := "unmatched"
+	args := []any{"trace_id", tr}
+	if known {
+		if r, ok := a.routes[c.Path()]; ok {
+			route = r
+		}
+		args = append(args, "method", c.Method(), "path", c.Path())
+	}
+	a.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	a.log.Log(a.o.BaseContext, level, "request", append(args, "status", status, "error", err.Error())...)
+}
+
+// unreadAnswer is the status and message for a request no handler saw.
+func (a *api) unreadAnswer(c *fiber.Ctx, err error) (int, string) {
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.Is(err, errUnknownMethod):
+		return fiber.StatusBadRequest, "method " + strconv.Quote(c.Method()) + " is not supported"
+	case errors.As(err, &small):
+		return fiber.StatusRequestHeaderFieldsTooLarge, "the request line and headers are larger than " + strconv.Itoa(readBufferSize) + " bytes"
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		return fiber.StatusRequestEntityTooLarge, a.tooLarge()
+	case errors.Is(err, fasthttp.ErrTimeout) || errors.As(err, &ne) && ne.Timeout():
+		within := ""
+		if a.o.ReadTimeout > 0 {
+			within = " within " + a.o.ReadTimeout.String()
+		}
+		return fiber.StatusRequestTimeout, "the request was not received in full" + within + "; nothing was stored, send it again"
+	}
+	return fiber.StatusBadRequest, "the request could not be read: it is not well-formed HTTP/1.1, or the connection broke before it was complete"
+}
+
+// tooLarge is the message of a 413. The body was not read, so whether it holds one event or a
+// batch is unknown: the message fits both.
+func (a *api) tooLarge() string {
+	return "body is larger than " + strconv.Itoa(a.o.BodyLimit) + " bytes; nothing was stored. A batch can be split into smaller requests; " +
+		"a single event this large must be made smaller (usually its raw record)"
 }
 
 // middleware gives every request a trace id and a context, recovers panics, and logs and counts
@@ -275,7 +375,7 @@ func (a *api) errorHandler(c *fiber.Ctx, err error) error {
 	case fiber.StatusNotFound:
 		msg = "no such endpoint: " + c.Method() + " " + c.Path()
 	case fiber.StatusRequestEntityTooLarge:
-		msg = "body is larger than " + strconv.Itoa(a.o.BodyLimit) + " bytes; send fewer events per request"
+		msg = a.tooLarge()
 	case fiber.StatusMethodNotAllowed:
 		if c.Path() != EventsPath {
 			msg = "method " + c.Method() + " is not allowed here"

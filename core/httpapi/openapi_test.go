@@ -193,14 +193,18 @@ func TestOpenAPIStatusesInSource(t *testing.T) {
 			}
 		}
 	}
-	// 404 answers any path the document does not list, so it lives only in components.
-	if _, ok := s.Components.Responses["NotFound"]; ok {
-		documented["404"] = true
+	// 404 answers any path the document does not list, and 408 and 431 any request before a
+	// route is known, so they live only in components.
+	for code, name := range map[string]string{"404": "NotFound", "408": "RequestTimeout", "431": "RequestHeaderFieldsTooLarge"} {
+		if _, ok := s.Components.Responses[name]; ok {
+			documented[code] = true
+		}
 	}
 	known := map[string]int{
 		"StatusOK": 200, "StatusCreated": 201, "StatusBadRequest": 400, "StatusUnauthorized": 401,
 		"StatusForbidden": 403, "StatusNotFound": 404, "StatusMethodNotAllowed": 405,
 		"StatusRequestEntityTooLarge": 413, "StatusInternalServerError": 500,
+		"StatusRequestTimeout": 408, "StatusRequestHeaderFieldsTooLarge": 431,
 		"StatusServiceUnavailable": 503,
 	}
 	fset := token.NewFileSet()
