@@ -98,6 +98,7 @@ type api struct {
 	retryAfter string
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
+	inFlight   prometheus.Gauge
 	streams    streamMetrics
 	// routes are the paths served, for the route label of a request no handler saw: the value
 	// is the label, which must not alias the request's buffer.
@@ -138,9 +139,13 @@ func New(o Options) (*fiber.App, error) {
 		Name: "callwire_http_request_seconds", Help: "HTTP request latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 	}, []string{"route"})
+	a.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "callwire_http_requests_in_flight",
+		Help: "HTTP requests being handled. A popup stream counts only while it opens; callwire_popup_streams_open counts open streams.",
+	})
 	a.streams = newStreamMetrics()
 	if o.Registerer != nil {
-		for _, c := range append([]prometheus.Collector{a.requests, a.latency}, a.streams.collectors()...) {
+		for _, c := range append([]prometheus.Collector{a.requests, a.latency, a.inFlight}, a.streams.collectors()...) {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 			}
@@ -274,6 +279,8 @@ func (a *api) tooLarge() string {
 // the request.
 func (a *api) middleware(c *fiber.Ctx) (err error) {
 	start := time.Now()
+	a.inFlight.Inc()
+	defer a.inFlight.Dec()
 	trace := traceID(c)
 	c.Locals(traceKey{}, trace)
 	c.Set(TraceHeader, trace)

@@ -80,6 +80,8 @@ type Server struct {
 	ownsBroker bool
 	// stopStreams ends the open popup streams, which would otherwise hold Shutdown up.
 	stopStreams context.CancelFunc
+	// metrics are read by Shutdown to say what it waits for.
+	metrics prometheus.Gatherer
 }
 
 // Options are what New needs beyond the configuration. Store and Logger are required.
@@ -203,7 +205,7 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 	}
 	built = true
 	return &Server{app: app, store: o.Store, log: o.Logger, shutdown: c.Server.ShutdownTimeout,
-		broker: broker, ownsBroker: owned, stopStreams: stopStreams}, nil
+		broker: broker, ownsBroker: owned, stopStreams: stopStreams, metrics: reg}, nil
 }
 
 // OpenBroker makes the popup broker the configuration names: Redis at broker.redis.url when it
@@ -243,15 +245,56 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown ends the open popup streams (workstations reconnect, to another replica when there
 // is one), stops taking connections and waits for in-flight requests, at most until ctx ends,
 // then closes the popup broker if New made it (its subscriptions end).
+//
+// It logs a line as it starts, saying what it is about to wait for (requests in flight, popup
+// streams open, connections open), and one when it is done, saying how long it took, whether
+// it waited in vain for some connections and what became of the broker.
 func (s *Server) Shutdown(ctx context.Context) error {
+	start := time.Now()
+	requests := s.gauge("callwire_http_requests_in_flight")
+	streams := s.gauge("callwire_popup_streams_open")
+	conns := s.app.Server().GetOpenConnectionsCount()
+	begin := []any{"requests_in_flight", requests, "popup_streams", streams, "open_connections", conns}
+	if dl, ok := ctx.Deadline(); ok {
+		begin = append(begin, "timeout", time.Until(dl).Round(time.Millisecond).String())
+	}
+	s.log.Info("shutting down: ending popup streams, waiting for requests in flight", begin...)
+
 	s.stopStreams()
 	err := s.app.ShutdownWithContext(ctx)
+	done := []any{"duration_ms", time.Since(start).Milliseconds(), "waited_for_requests", requests, "popup_streams_ended", streams}
+	if err != nil {
+		done = append(done, "connections_left", s.app.Server().GetOpenConnectionsCount())
+	}
+	broker := "left open: it is not the server's"
 	if s.ownsBroker {
+		broker = "closed"
 		if cerr := s.broker.Close(); cerr != nil {
+			broker = "close failed"
 			err = errors.Join(err, fmt.Errorf("server: close popup broker: %w", cerr))
 		}
 	}
-	return err
+	done = append(done, "broker", broker)
+	if err != nil {
+		s.log.Warn("shut down, not cleanly", append(done, "error", err)...)
+		return err
+	}
+	s.log.Info("shut down", done...)
+	return nil
+}
+
+// gauge reads one of the server's own gauges; -1 when it is not registered.
+func (s *Server) gauge(name string) int {
+	mfs, err := s.metrics.Gather()
+	if err != nil {
+		return -1
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return int(mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	return -1
 }
 
 // Run listens on addr and serves until ctx is cancelled, then shuts down gracefully within the
