@@ -18,6 +18,7 @@ import (
 
 	"github.com/callwire/callwire/sdk"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/sdktest"
 )
 
 // script answers each request with the next of its replies (the last one repeats) and records
@@ -84,30 +85,10 @@ func newClient(t *testing.T, s *script, cred sdk.Credential, o sdk.Options) *sdk
 	return c
 }
 
-// handlerTransport serves each request in process with a handler, with no socket, so that a
-// client using it can run in a synctest bubble and wait on the bubble's clock.
-type handlerTransport struct{ h http.Handler }
-
-func (ht handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if err := r.Context().Err(); err != nil {
-		return nil, err
-	}
-	in := r.Clone(r.Context())
-	if in.Body == nil {
-		in.Body = http.NoBody
-	}
-	defer in.Body.Close()
-	rec := httptest.NewRecorder()
-	ht.h.ServeHTTP(rec, in)
-	resp := rec.Result()
-	resp.Request = r
-	return resp, nil
-}
-
 // newBubbleClient is newClient for a test in a synctest bubble: s answers in process.
 func newBubbleClient(t *testing.T, s *script, cred sdk.Credential, o sdk.Options) *sdk.Client {
 	t.Helper()
-	o.HTTPClient = &http.Client{Transport: handlerTransport{s}}
+	o.HTTPClient = &http.Client{Transport: sdktest.InProcess(s)}
 	if o.MinBackoff == 0 {
 		o.MinBackoff = time.Millisecond
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/callwire/callwire/core/lookup"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/sdk/sdktest"
 )
 
 const number = "+442071234567"
@@ -111,19 +112,8 @@ func (a *adapter) serve(w http.ResponseWriter, r *http.Request) {
 // (whose clock stands still while any of its goroutines waits on the network).
 func inProcess(url string, h http.HandlerFunc) (*adapter, http.RoundTripper) {
 	a := &adapter{URL: url, handler: h}
-	return a, roundTripper(func(r *http.Request) (*http.Response, error) {
-		rec := httptest.NewRecorder()
-		a.serve(rec, r)
-		if err := r.Context().Err(); err != nil {
-			return nil, err // as a real transport does when the request is abandoned
-		}
-		return rec.Result(), nil
-	})
+	return a, sdktest.InProcess(http.HandlerFunc(a.serve))
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (a *adapter) setHandler(h http.HandlerFunc) {
 	a.mu.Lock()

@@ -374,7 +374,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		core := &pausingCore{retryAfter: "2"}
 		cl, err := sdk.New("http://callwire.invalid", sdktestCredential(), sdk.Options{MaxAttempts: 1,
-			HTTPClient: &http.Client{Transport: handlerTransport{core}}})
+			HTTPClient: &http.Client{Transport: sdktest.InProcess(core)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,26 +447,6 @@ func (c *pausingCore) requests() []frontReq {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]frontReq(nil), c.reqs...)
-}
-
-// handlerTransport serves each request in process with a handler, with no socket, so that an
-// agent sending through it can run in a synctest bubble.
-type handlerTransport struct{ h http.Handler }
-
-func (ht handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if err := r.Context().Err(); err != nil {
-		return nil, err
-	}
-	in := r.Clone(r.Context())
-	if in.Body == nil {
-		in.Body = http.NoBody
-	}
-	defer in.Body.Close()
-	rec := httptest.NewRecorder()
-	ht.h.ServeHTTP(rec, in)
-	resp := rec.Result()
-	resp.Request = r
-	return resp, nil
 }
 
 type deadLine struct {
