@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A ringing is published once: each broker claims (organization, popup id) as it publishes, and
@@ -116,17 +114,6 @@ end
 return 1
 `
 
-// redisScript is the broker's copy of publishOnceLua, made on first use.
-type redisScript struct {
-	once   sync.Once
-	script *redis.Script
-}
-
-func (s *redisScript) get() *redis.Script {
-	s.once.Do(func() { s.script = redis.NewScript(publishOnceLua) })
-	return s.script
-}
-
 // claimAndPublish runs publishOnceLua for p, whose JSON form is data, on the channels of its
 // locations. It reports false for a repeat.
 func (r *Redis) claimAndPublish(ctx context.Context, p Popup, data []byte) (bool, error) {
@@ -135,7 +122,7 @@ func (r *Redis) claimAndPublish(ctx context.Context, p Popup, data []byte) (bool
 	for _, l := range UniqueLocations(p.Locations) {
 		args = append(args, Channel(p.OrgID, l))
 	}
-	n, err := r.publishOnce.get().Run(ctx, r.client, []string{ClaimKey(p.OrgID, p.ID)}, args...).Int()
+	n, err := r.publishOnce.Run(ctx, r.client, []string{ClaimKey(p.OrgID, p.ID)}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("popup: publish to redis: %w", err)
 	}

@@ -78,7 +78,7 @@ type Redis struct {
 	log     *slog.Logger
 	metrics brokerMetrics
 	// publishOnce is the script that claims a ringing and publishes it.
-	publishOnce redisScript
+	publishOnce *redis.Script
 	upGauge     prometheus.Gauge
 
 	up         atomic.Bool
@@ -149,7 +149,8 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Redis{client: redis.NewClient(ro), addr: ro.Addr, opts: o, log: log, metrics: m, upGauge: upGauge,
-		kick: make(chan struct{}, 1), healthDone: make(chan struct{}), subs: map[*redisSub]struct{}{}}
+		publishOnce: redis.NewScript(publishOnceLua),
+		kick:        make(chan struct{}, 1), healthDone: make(chan struct{}), subs: map[*redisSub]struct{}{}}
 	if err := r.ping(ctx); err != nil {
 		upGauge.Set(0)
 		r.log.Warn("redis does not answer; popups are missed until it does", "component", "popup", "addr", r.addr, "error", err)
