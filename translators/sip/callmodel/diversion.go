@@ -33,7 +33,7 @@ const (
 // diversions reads the forwarded-from chain of an initial request, outermost first (the number
 // the caller dialled first, the most recent forwarding last). The Diversion header (RFC 5806)
 // is read when present; History-Info (RFC 7044) otherwise, since a request carrying both
-// describes one chain twice (RFC 6044). Values that do not parse are skipped and reported in the
+// describes one chain twice (RFC 7544). Values that do not parse are skipped and reported in the
 // error, next to the hops that did.
 func diversions(req headerer) ([]diversion, error) {
 	if vs := headerValues(req, "Diversion"); len(vs) > 0 {
@@ -94,7 +94,7 @@ type historyEntry struct {
 //     when the parent is missing) when its user part differs from that entry's.
 //
 // The reason is the RFC 4458 cause URI parameter of the new target, else the Reason header
-// embedded in the diverting entry's URI, mapped to RFC 5806 words (RFC 6044 section 3). An entry
+// embedded in the diverting entry's URI, mapped to RFC 5806 words (RFC 7544). An entry
 // whose URI carries ?Privacy=history is an anonymous hop. History-Info has no counter.
 func parseHistoryInfo(values []string) ([]diversion, error) {
 	var entries []historyEntry
@@ -185,7 +185,7 @@ func historyReason(e historyEntry) string {
 }
 
 // causeReason maps a SIP response code that caused a retarget to the RFC 5806 reason word,
-// after RFC 4458 section 3.2 and RFC 6044 section 3. Any other code is "unknown".
+// after RFC 4458 and RFC 7544. Any other code is "unknown".
 func causeReason(code int) string {
 	switch code {
 	case 302:
