@@ -1,0 +1,287 @@
+package callmodel
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// direction is a media stream's direction attribute (RFC 3264 section 5.1), as its sender
+// states it.
+type direction uint8
+
+// Directions; sendrecv is the default when an SDP says nothing.
+const (
+	dirSendRecv direction = iota
+	dirSendOnly
+	dirRecvOnly
+	dirInactive
+)
+
+func (d direction) String() string {
+	switch d {
+	case dirSendOnly:
+		return "sendonly"
+	case dirRecvOnly:
+		return "recvonly"
+	case dirInactive:
+		return "inactive"
+	}
+	return "sendrecv"
+}
+
+// sdpInfo is what a session description says about hold.
+//
+// The streams that count are the active audio streams (an m=audio line with a non-zero port,
+// or port zero with a=bundle-only); without any, every active stream counts. held is true when
+// there is at least one stream that counts and every one of them is held by its sender: its
+// effective direction (the media-level attribute, else the session-level one, else sendrecv) is
+// sendonly or inactive, or its effective connection address (media-level c=, else session-level)
+// is unspecified (0.0.0.0 or ::, the RFC 2543 form). A recvonly stream is not held: it is the
+// answer to a hold, or a party that only listens.
+//
+// dir is the direction the counting streams share, sendrecv when they differ or there are none.
+// fingerprint is a hash of what a change of media would change: the o= line (whose version RFC
+// 3264 section 8 says increases with every change, and stays put on a session refresh) and, per
+// stream, its media, port, protocol, effective direction and connection address. Two bodies with
+// the same fingerprint describe the same media.
+type sdpInfo struct {
+	held        bool
+	dir         direction
+	streams     int
+	fingerprint uint64
+}
+
+// maxMultipartParts bounds the parts of a multipart body looked at for an SDP part.
+const maxMultipartParts = 16
+
+// messageSDP reads the session description a message carries, directly (application/sdp) or as
+// a part of a multipart body (multipart/mixed with ISUP, say). It reports false, with no error,
+// when the message carries no session description.
+func messageSDP(msg interface {
+	headerer
+	Body() []byte
+}) (sdpInfo, bool, error) {
+	var ct string
+	if vs := headerValues(msg, "Content-Type", "c"); len(vs) > 0 {
+		ct = strings.Join(vs, ",")
+	}
+	body, ok, err := sdpBody(ct, msg.Body(), 0)
+	if err != nil || !ok {
+		return sdpInfo{}, false, err
+	}
+	info, err := readSDP(body)
+	if err != nil {
+		return sdpInfo{}, false, err
+	}
+	return info, true, nil
+}
+
+// sdpBody finds the application/sdp content in a body of the given Content-Type. A body without
+// a Content-Type is taken as SDP when it starts with "v=".
+func sdpBody(contentType string, body []byte, depth int) ([]byte, bool, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, false, nil
+	}
+	if strings.TrimSpace(contentType) == "" {
+		return body, bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("v=")), nil
+	}
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return nil, false, fmt.Errorf("content-type %q: %w", contentType, err)
+	}
+	switch {
+	case mt == "application/sdp":
+		return body, true, nil
+	case strings.HasPrefix(mt, "multipart/"):
+		if depth > 1 {
+			return nil, false, nil
+		}
+		boundary := params["boundary"]
+		if boundary == "" {
+			return nil, false, fmt.Errorf("content-type %q: multipart without a boundary", contentType)
+		}
+		mr := multipart.NewReader(bytes.NewReader(body), boundary)
+		for range maxMultipartParts {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, fmt.Errorf("multipart body: %w", err)
+			}
+			content, err := io.ReadAll(io.LimitReader(part, int64(len(body))))
+			if err != nil {
+				return nil, false, fmt.Errorf("multipart body: %w", err)
+			}
+			if sdp, ok, err := sdpBody(part.Header.Get("Content-Type"), content, depth+1); err == nil && ok {
+				return sdp, true, nil
+			}
+		}
+		return nil, false, nil
+	}
+	return nil, false, nil
+}
+
+// stream is one m= section as readSDP sees it.
+type stream struct {
+	media  string
+	port   string
+	proto  string
+	active bool
+	dir    direction
+	hasDir bool
+	conn   string
+	held   bool
+}
+
+// readSDP reads a session description leniently (RFC 4566 line by line): it needs no s= line,
+// no final CRLF, accepts LF line ends and stray whitespace, and ignores lines it does not know.
+// It fails only when the body has no v=, o= or m= line at all.
+func readSDP(body []byte) (sdpInfo, error) {
+	var (
+		origin     string
+		seen       bool
+		sessDir    = dirSendRecv
+		sessConn   string
+		streams    []stream
+		cur        = -1
+		bundleOnly []bool
+	)
+	for len(body) > 0 {
+		var line []byte
+		line, body, _ = bytes.Cut(body, []byte("\n"))
+		l := strings.TrimSpace(string(line))
+		if len(l) < 2 || l[1] != '=' {
+			continue
+		}
+		val := strings.TrimSpace(l[2:])
+		switch l[0] {
+		case 'v':
+			seen = true
+		case 'o':
+			seen = true
+			if cur < 0 {
+				origin = strings.Join(strings.Fields(val), " ")
+			}
+		case 'm':
+			seen = true
+			f := strings.Fields(val)
+			s := stream{dir: dirSendRecv}
+			if len(f) > 0 {
+				s.media = strings.ToLower(f[0])
+			}
+			if len(f) > 1 {
+				s.port = f[1]
+				p, _, _ := strings.Cut(f[1], "/")
+				n, err := strconv.Atoi(p)
+				s.active = err == nil && n > 0
+			}
+			if len(f) > 2 {
+				s.proto = f[2]
+			}
+			streams = append(streams, s)
+			bundleOnly = append(bundleOnly, false)
+			cur = len(streams) - 1
+		case 'c':
+			addr := connAddr(val)
+			if cur < 0 {
+				sessConn = addr
+			} else {
+				streams[cur].conn = addr
+			}
+		case 'a':
+			name, _, _ := strings.Cut(val, ":")
+			var d direction
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "sendrecv":
+				d = dirSendRecv
+			case "sendonly":
+				d = dirSendOnly
+			case "recvonly":
+				d = dirRecvOnly
+			case "inactive":
+				d = dirInactive
+			case "bundle-only":
+				if cur >= 0 {
+					bundleOnly[cur] = true
+				}
+				continue
+			default:
+				continue
+			}
+			if cur < 0 {
+				sessDir = d
+			} else {
+				streams[cur].dir, streams[cur].hasDir = d, true
+			}
+		}
+	}
+	if !seen {
+		return sdpInfo{}, errors.New("not a session description: no v=, o= or m= line")
+	}
+
+	h := fnv.New64a()
+	io.WriteString(h, origin)
+	audio := 0
+	for i := range streams {
+		s := &streams[i]
+		if !s.active && bundleOnly[i] {
+			s.active = true
+		}
+		if !s.hasDir {
+			s.dir = sessDir
+		}
+		if s.conn == "" {
+			s.conn = sessConn
+		}
+		s.held = s.dir == dirSendOnly || s.dir == dirInactive || unspecified(s.conn)
+		if s.active && s.media == "audio" {
+			audio++
+		}
+		fmt.Fprintf(h, "\n%s %s %s %s %s", s.media, s.port, s.proto, s.dir, s.conn)
+	}
+
+	info := sdpInfo{fingerprint: h.Sum64()}
+	first := true
+	for _, s := range streams {
+		if !s.active || (audio > 0 && s.media != "audio") {
+			continue
+		}
+		if first {
+			info.held, info.dir, first = true, s.dir, false
+		}
+		info.streams++
+		info.held = info.held && s.held
+		if s.dir != info.dir {
+			info.dir = dirSendRecv
+		}
+	}
+	return info, nil
+}
+
+// connAddr returns the address of a c= value ("IN IP4 192.0.2.1/127/3"), without TTL or count.
+func connAddr(v string) string {
+	f := strings.Fields(v)
+	if len(f) < 3 {
+		return ""
+	}
+	a, _, _ := strings.Cut(f[2], "/")
+	return a
+}
+
+// unspecified reports whether an address is 0.0.0.0 or :: (in any spelling).
+func unspecified(a string) bool {
+	if a == "" {
+		return false
+	}
+	ip, err := netip.ParseAddr(a)
+	return err == nil && ip.IsUnspecified()
+}
