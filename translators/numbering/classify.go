@@ -31,7 +31,9 @@ const (
 //     prefix in front: "911", "9911" with prefix 9).
 //   - kind e164 with Number in E.164, when the digits (after the visual separators, star codes
 //     such as *67 or #31#, and if need be a dial prefix are removed) are a number the
-//     phone-number library finds valid for the default country, or one of the clinic's numbers.
+//     phone-number library finds valid, read in the default country, or one of the clinic's
+//     numbers. A number written in full international form ('+' and country code) needs only
+//     be possible for its country code (the right length), as carriers assert it whole.
 //   - kind unknown otherwise, with URI exactly text (made valid UTF-8 and cut to
 //     event.MaxURILength characters if it has to be).
 //
@@ -101,11 +103,14 @@ func (p *Plan) classify(orig string) event.Party {
 	if dial == "" || strings.ContainsAny(dial, "*#") {
 		return unknown
 	}
+	if dial[0] == '+' {
+		if n, ok := p.international(dial); ok {
+			return event.Party{Kind: event.KindE164, Number: n}
+		}
+		return unknown
+	}
 	if n, ok := p.number(dial); ok {
 		return event.Party{Kind: event.KindE164, Number: n}
-	}
-	if dial[0] == '+' {
-		return unknown
 	}
 	// Dial prefixes, longest first; a prefix may follow another ("9" then "141"), up to three.
 	for range 3 {
@@ -136,6 +141,21 @@ func (p *Plan) number(s string) (string, bool) {
 	e := phonenumbers.Format(&pn, phonenumbers.E164)
 	if phonenumbers.IsValidNumber(&pn) || p.IsClinic(e) {
 		return e, true
+	}
+	return "", false
+}
+
+// international reads s, written in full international form ('+' and country code), and returns
+// it in E.164 when the library finds it a valid number, or a possible one (the right length for
+// its country code): the number was given whole, as a carrier asserts it, and a range assigned
+// after the library's metadata was built must still reach the caller lookup.
+func (p *Plan) international(s string) (string, bool) {
+	var pn phonenumbers.PhoneNumber
+	if err := phonenumbers.ParseToNumber(s, p.region, &pn); err != nil {
+		return "", false
+	}
+	if phonenumbers.IsValidNumber(&pn) || phonenumbers.IsPossibleNumber(&pn) {
+		return phonenumbers.Format(&pn, phonenumbers.E164), true
 	}
 	return "", false
 }

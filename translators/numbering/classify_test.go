@@ -74,7 +74,10 @@ func TestClassifyUS(t *testing.T) {
 		{"own national", "(555) 123-0100", "", e164("+15551230100")},
 		{"own tel uri with domain context", "tel:+1-555-123-0100;phone-context=example.com", "", e164("+15551230100")},
 		{"own sip uri user=phone", "sip:+15551230100@carrier.example;user=phone", "", e164("+15551230100")},
-		{"not own and not valid", "sip:+15551239999@carrier.example", "", unknown("sip:+15551239999@carrier.example")},
+		{"national, not own and not valid", "(555) 123-9999", "", unknown("(555) 123-9999")},
+		{"international, not valid but possible", "sip:+15551239999@carrier.example", "", e164("+15551239999")},
+		{"international, not possible", "+1 555 123 999", "", unknown("+1 555 123 999")},
+		{"international, no such country code", "+999 1234 5678", "", unknown("+999 1234 5678")},
 
 		// Other numbers, national and international.
 		{"e164", "+12125550123", "", e164("+12125550123")},
