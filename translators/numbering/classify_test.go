@@ -112,7 +112,13 @@ func TestClassifyUS(t *testing.T) {
 		{"hash 31 hash", "#31#2125550123", "", e164("+12125550123")},
 		{"star 31 hash", "*31#+12125550123", "", e164("+12125550123")},
 		{"star 67 in sip uri", "sip:*672125550123@pbx.example", "", e164("+12125550123")},
+		{"star hash 31 hash", "*#31#2125550123", "", e164("+12125550123")},
+		{"hash code without its closing hash", "#312125550123", "", unknown("#312125550123")},
+		{"star and one digit", "*62125550123", "", unknown("*62125550123")},
 		{"star code only", "*97", "", unknown("*97")},
+		{"lower-case percent escape", "sip:%2b12125550123@carrier.example", "", e164("+12125550123")},
+		{"phone-context that is not a number", "tel:5550123;phone-context=+1a", "", unknown("tel:5550123;phone-context=+1a")},
+		{"phone-context of a plus alone", "tel:5550123;phone-context=+", "", unknown("tel:5550123;phone-context=+")},
 		{"star in the middle", "212*5550123", "", unknown("212*5550123")},
 
 		// Extensions and short codes.
