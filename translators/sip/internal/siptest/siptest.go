@@ -1,0 +1,301 @@
+// Package siptest runs real SIP peers for the SIP observer's tests: sipp scenario pairs (a UAC
+// playing the carrier trunk, a UAS playing the PBX) and Kamailio as a stateful, record-routing
+// proxy that mirrors every message as HEPv3. Everything listens on 127.0.0.1 only, on ports
+// chosen free at run time, and every program is a real child process bounded by the test's
+// context. Production code never imports this package.
+//
+// Without sipp or kamailio the tests skip loudly; with CALLWIRE_REQUIRE_SIP=1 (set by .ci/run
+// once both are installed) they fail instead.
+package siptest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// RequireVariable names the switch that turns a missing sipp or kamailio into a test failure.
+const RequireVariable = "CALLWIRE_REQUIRE_SIP"
+
+// Programs locates sipp and kamailio. It skips the test when either is missing, or fails it when
+// RequireVariable is set to 1.
+func Programs(t testing.TB) (sipp, kamailio string) {
+	t.Helper()
+	sipp, errS := exec.LookPath("sipp")
+	kamailio, errK := exec.LookPath("kamailio")
+	if errK != nil {
+		if _, err := os.Stat("/usr/sbin/kamailio"); err == nil {
+			kamailio, errK = "/usr/sbin/kamailio", nil
+		}
+	}
+	if err := errors.Join(errS, errK); err != nil {
+		msg := fmt.Sprintf("SIP RIG NOT RUN: sipp and kamailio are needed (Debian packages sip-tester and kamailio): %v", err)
+		if os.Getenv(RequireVariable) == "1" {
+			t.Fatal(msg + " (" + RequireVariable + "=1)")
+		}
+		t.Skip(msg)
+	}
+	return sipp, kamailio
+}
+
+// FreePort returns a port on 127.0.0.1 that is free for both UDP and TCP at the moment of the
+// call. Another process may still take it before the caller binds it; callers that start a
+// peer on it should be ready to retry.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		_ = l.Close()
+		if err != nil {
+			continue
+		}
+		_ = u.Close()
+		return port
+	}
+	t.Fatal("free port: no port free for both UDP and TCP after 50 tries")
+	return 0
+}
+
+// Transport is sipp's -t value: U1 is UDP on one socket, T1 is TCP on one connection.
+type Transport string
+
+// The transports the rig runs.
+const (
+	UDP Transport = "u1"
+	TCP Transport = "t1"
+)
+
+// Name is the transport as Kamailio and SIP URIs spell it.
+func (tr Transport) Name() string {
+	if tr == TCP {
+		return "tcp"
+	}
+	return "udp"
+}
+
+// Pair describes one sipp scenario pair run: the UAS (the PBX) answers on UASPort, the UAC (the
+// carrier trunk) sends its calls to Target (the UAS itself, or a proxy in front of it).
+type Pair struct {
+	UAC, UAS  string        // scenario files
+	Calls     int           // -m: calls the UAC places and the UAS expects
+	Rate      int           // -r: calls per second; 0 means 10
+	Transport Transport     // UDP when empty
+	Timeout   time.Duration // sipp's -timeout for each side; 30s when zero
+	UASPort   int           // 0: a free port
+	UACPort   int           // 0: a free port
+	Target    string        // host:port the UAC sends to; empty: the UAS
+}
+
+// Side is the outcome of one sipp process.
+type Side struct {
+	ExitCode   int    // 0 all calls succeeded, 1 some failed, 97/99/255 see sipp(1)
+	Successful int    // SuccessfulCall(C) from the stat file
+	Failed     int    // FailedCall(C) from the stat file
+	MessageLog string // path of -message_file
+	ErrorLog   string // path of -error_file
+}
+
+// Result is the outcome of a pair: both sides.
+type Result struct{ UAC, UAS Side }
+
+// OK reports whether every call succeeded on both sides.
+func (r Result) OK(calls int) bool {
+	return r.UAC.ExitCode == 0 && r.UAS.ExitCode == 0 && r.UAC.Successful == calls && r.UAS.Successful == calls &&
+		r.UAC.Failed == 0 && r.UAS.Failed == 0
+}
+
+// Prepare returns a Pair with its ports chosen, ready to Run. Callers that put a proxy between the
+// two sides read UASPort to point the proxy at the PBX, then set Target.
+func Prepare(t testing.TB, p Pair) Pair {
+	t.Helper()
+	if p.Calls <= 0 {
+		p.Calls = 1
+	}
+	if p.Rate <= 0 {
+		p.Rate = 10
+	}
+	if p.Transport == "" {
+		p.Transport = UDP
+	}
+	if p.Timeout <= 0 {
+		p.Timeout = 30 * time.Second
+	}
+	if p.UASPort == 0 {
+		p.UASPort = FreePort(t)
+	}
+	if p.UACPort == 0 {
+		p.UACPort = FreePort(t)
+	}
+	return p
+}
+
+// Run starts the UAS, waits until it listens, runs the UAC against p.Target (or the UAS), and
+// waits for both to exit. On any failed call both sides' message logs go to the test log.
+func Run(ctx context.Context, t testing.TB, sipp string, p Pair) Result {
+	t.Helper()
+	p = Prepare(t, p)
+	target := p.Target
+	if target == "" {
+		target = net.JoinHostPort("127.0.0.1", strconv.Itoa(p.UASPort))
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout+10*time.Second)
+	defer cancel()
+	uas := start(ctx, t, sipp, dir, "uas", p.UAS, p, p.UASPort, "")
+	waitListening(ctx, t, p.Transport, p.UASPort)
+	uac := start(ctx, t, sipp, dir, "uac", p.UAC, p, p.UACPort, target)
+	var r Result
+	r.UAC = uac.wait(t)
+	r.UAS = uas.wait(t)
+	if !r.OK(p.Calls) {
+		t.Logf("sipp pair %s / %s over %s: uac %+v, uas %+v", filepath.Base(p.UAC), filepath.Base(p.UAS), p.Transport, r.UAC, r.UAS)
+		for _, f := range []string{r.UAC.ErrorLog, r.UAC.MessageLog, r.UAS.ErrorLog, r.UAS.MessageLog} {
+			b, _ := os.ReadFile(f)
+			t.Logf("--- %s ---\n%s", f, b)
+		}
+	}
+	return r
+}
+
+type proc struct {
+	cmd          *exec.Cmd
+	out          bytes.Buffer
+	stat, msg, e string
+	name         string
+}
+
+func start(ctx context.Context, t testing.TB, sipp, dir, role, scenario string, p Pair, port int, target string) *proc {
+	t.Helper()
+	pr := &proc{name: role,
+		stat: filepath.Join(dir, role+"_stat.csv"),
+		msg:  filepath.Join(dir, role+"_messages.log"),
+		e:    filepath.Join(dir, role+"_errors.log")}
+	args := []string{"-sf", scenario, "-i", "127.0.0.1", "-p", strconv.Itoa(port),
+		"-t", string(p.Transport), "-m", strconv.Itoa(p.Calls), "-nostdin",
+		"-timeout", strconv.Itoa(int(p.Timeout/time.Second)) + "s", "-timeout_error",
+		"-trace_stat", "-stf", pr.stat, "-fd", "1",
+		"-trace_err", "-error_file", pr.e,
+		"-trace_msg", "-message_file", pr.msg,
+		"-max_socket", "64"}
+	if target != "" {
+		args = append(args, "-r", strconv.Itoa(p.Rate), target)
+	}
+	pr.cmd = exec.CommandContext(ctx, sipp, args...)
+	pr.cmd.Dir = dir
+	pr.cmd.Stdout, pr.cmd.Stderr = &pr.out, &pr.out
+	pr.cmd.WaitDelay = 5 * time.Second
+	if err := pr.cmd.Start(); err != nil {
+		t.Fatalf("start sipp %s: %v", role, err)
+	}
+	t.Cleanup(func() {
+		if pr.cmd.ProcessState == nil {
+			_ = pr.cmd.Process.Kill()
+			_ = pr.cmd.Wait()
+		}
+	})
+	return pr
+}
+
+func (pr *proc) wait(t testing.TB) Side {
+	t.Helper()
+	err := pr.cmd.Wait()
+	s := Side{MessageLog: pr.msg, ErrorLog: pr.e}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		s.ExitCode = ee.ExitCode()
+	default:
+		t.Errorf("sipp %s: %v", pr.name, err)
+		s.ExitCode = -1
+	}
+	s.Successful, s.Failed = readStat(t, pr.stat)
+	if s.ExitCode != 0 {
+		t.Logf("sipp %s exited %d: %s", pr.name, s.ExitCode, tail(pr.out.String(), 2000))
+	}
+	return s
+}
+
+// readStat reads the cumulative successful and failed call counts from the last row of a sipp
+// stat file (semicolon-separated, header first).
+func readStat(t testing.TB, path string) (ok, failed int) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("sipp stat file: %v", err)
+		return 0, 0
+	}
+	var header, last []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), ";")
+		if header == nil {
+			header = f
+			continue
+		}
+		if len(f) > 1 {
+			last = f
+		}
+	}
+	for i, h := range header {
+		if i >= len(last) {
+			break
+		}
+		switch h {
+		case "SuccessfulCall(C)":
+			ok, _ = strconv.Atoi(last[i])
+		case "FailedCall(C)":
+			failed, _ = strconv.Atoi(last[i])
+		}
+	}
+	return ok, failed
+}
+
+// waitListening polls until something is bound to the port on the transport, bounded by ctx.
+func waitListening(ctx context.Context, t testing.TB, tr Transport, port int) {
+	t.Helper()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for {
+		if tr == TCP {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				_ = c.Close()
+				return
+			}
+		} else {
+			// a UDP port is taken once binding it fails.
+			u, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				return
+			}
+			_ = u.Close()
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("nothing listens on %s/%s: %v", addr, tr.Name(), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
