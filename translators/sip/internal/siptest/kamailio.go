@@ -108,12 +108,14 @@ func StartKamailio(ctx context.Context, t testing.TB, kamailio string, c Kamaili
 	k.cmd.Dir = dir
 	k.cmd.Stdout, k.cmd.Stderr = k.log, k.log
 	k.cmd.WaitDelay = 5 * time.Second
+	ownGroup(k.cmd)
 	if err := k.cmd.Start(); err != nil {
 		t.Fatalf("start kamailio: %v", err)
 	}
 	t.Cleanup(func() {
 		_ = k.cmd.Process.Signal(os.Interrupt)
 		_ = k.cmd.Wait()
+		killGroup(k.cmd) // the workers it forked, whatever became of the main process
 		if t.Failed() {
 			t.Logf("--- kamailio log ---\n%s", k.log.String())
 		}
