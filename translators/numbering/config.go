@@ -37,7 +37,8 @@ type Config struct {
 	// international dialling rules apply to numbers written without a country code. Required;
 	// letter case is ignored.
 	DefaultCountry string `json:"default_country,omitempty" koanf:"default_country"`
-	// Locations maps a clinic number (E.164, one of Numbers) to the locations its calls wake,
+	// Locations maps a clinic number (E.164) to the locations its calls wake; a number given here
+	// is one of the clinic's numbers whether or not Numbers lists it. The locations are
 	// each 1 to 64 characters of a-z, 0-9, '_' or '-'. A number without an entry gets none, so
 	// the event's default (["main"]) applies.
 	Locations map[string][]string `json:"locations,omitempty" koanf:"locations"`
@@ -90,8 +91,6 @@ func (c Config) Validate() error {
 		key := "locations[" + strconv.Quote(k) + "]"
 		if msg := checkOwnNumber(k); msg != "" {
 			bad(key, "%s", msg)
-		} else if !own[k] {
-			bad(key, "%s is not one of numbers; add it to numbers, or correct it", k)
 		}
 		locs := c.Locations[k]
 		switch {

@@ -2,6 +2,8 @@ package numbering
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -49,7 +51,12 @@ func New(cfg Config) (*Plan, error) {
 	for _, n := range cfg.Numbers {
 		p.own[n] = struct{}{}
 	}
-	for k, v := range cfg.Locations {
+	for _, k := range slices.Sorted(maps.Keys(cfg.Locations)) {
+		v := cfg.Locations[k]
+		if _, ok := p.own[k]; !ok {
+			p.own[k] = struct{}{}
+			p.numbers = append(p.numbers, k)
+		}
 		v = append([]string(nil), v...)
 		p.locations[k] = v[:len(v):len(v)]
 	}
@@ -66,8 +73,8 @@ func New(cfg Config) (*Plan, error) {
 // code are read in.
 func (p *Plan) DefaultCountry() string { return p.region }
 
-// Numbers returns the clinic's own numbers in E.164, in configuration order. The result must not
-// be modified.
+// Numbers returns the clinic's own numbers in E.164: those of Config.Numbers in their order, then
+// those given only as keys of Config.Locations, sorted. The result must not be modified.
 func (p *Plan) Numbers() []string { return p.numbers[:len(p.numbers):len(p.numbers)] }
 
 // IsClinic reports whether number, in E.164 as Classify writes it, is one of the clinic's own

@@ -134,3 +134,17 @@ func TestConcurrentClassify(t *testing.T) {
 		<-done
 	}
 }
+
+func TestLocationsNumbersAreClinicNumbers(t *testing.T) {
+	p, err := New(Config{DefaultCountry: "US", Numbers: []string{"+15551230100"},
+		Locations: map[string][]string{"+15551230200": {"branch-east"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.IsClinic("+15551230200") || !p.IsClinic("+15551230100") {
+		t.Error("a number given only in locations is not the clinic's")
+	}
+	if got := p.Locations("+15551230200"); len(got) != 1 || got[0] != "branch-east" {
+		t.Errorf("Locations = %q", got)
+	}
+}
