@@ -104,6 +104,17 @@ func sipCause(rs []reason) (reason, bool) {
 	return reason{}, false
 }
 
+// q850Cause returns the first Q.850 reason with a cause (1 to 127), for a BYE's sipReason when no
+// SIP reason gives a code.
+func q850Cause(rs []reason) (reason, bool) {
+	for _, r := range rs {
+		if r.protocol == "Q.850" && r.cause >= 1 && r.cause <= 127 {
+			return r, true
+		}
+	}
+	return reason{}, false
+}
+
 // answeredElsewhere reports whether the reasons of a CANCEL (or BYE) say another branch took
 // the call: SIP cause 200 (RFC 3326 section 2, "Call completed elsewhere", as Asterisk,
 // FreeSWITCH and RFC 3261 forking proxies send it), the text "Call completed elsewhere" with any

@@ -1,0 +1,616 @@
+package callmodel
+
+import (
+	"container/heap"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/callwire/callwire/sdk/event"
+)
+
+// retiredCalls is what the tracker remembers of a Call-ID whose calls it forgot.
+type retiredCalls struct {
+	gen  int            // the highest suffix number a call on the Call-ID had
+	tags map[string]int // the caller's tag of each call, with its suffix number
+}
+
+// Bounds on what one call keeps.
+const (
+	maxRetiredTags = 8   // caller tags remembered per forgotten Call-ID
+	maxSeenKeys    = 512 // meaning keys remembered per call for duplicate suppression
+	maxPendingRefs = 16  // REFERs awaiting their 2xx
+	maxCallIDLen   = 480 // longer Call-IDs are refused: providerCallId is at most 512 bytes
+)
+
+// Stats counts what the tracker did with the messages it was given.
+type Stats struct {
+	// Calls is the number of calls held now, ended ones in their grace included.
+	Calls int
+	// Messages is every message given to Observe.
+	Messages uint64
+	// Malformed counts messages that could not be parsed or lack a Call-ID, CSeq, From or To
+	// (or a time).
+	Malformed uint64
+	// Ignored counts messages that belong to no call: out-of-dialog requests other than INVITE
+	// (REGISTER, OPTIONS, ...), the PBX's legs to its phones when Trunk is set, and messages
+	// of a call that do not concern it (a response from a losing branch, say).
+	Ignored uint64
+	// Unmatched counts in-dialog requests and responses for a Call-ID the tracker does not hold.
+	Unmatched uint64
+	// Undirected counts initial INVITEs whose direction could not be told; the dialog is skipped.
+	Undirected uint64
+	// Duplicates counts copies of a message already seen (retransmissions, second captures).
+	Duplicates uint64
+	// Evicted counts calls forgotten early to make room, because MaxCalls was reached.
+	Evicted uint64
+	// Dropped counts new calls refused because MaxCalls was reached and none could be evicted.
+	Dropped uint64
+	// Inferred counts calls ended by Expire rather than by a message.
+	Inferred uint64
+	// Forgotten counts calls forgotten after their grace.
+	Forgotten uint64
+}
+
+// Tracker is the SIP observer's dialog tracker: it turns the SIP messages of calls into
+// canonical events. It reads no clock and does no I/O; the caller gives it messages (Observe)
+// and the time (Expire). It is not safe for concurrent use.
+type Tracker struct {
+	cfg    Config
+	pbx    map[netip.AddrPort]bool
+	trunk  map[netip.AddrPort]bool
+	parser *sip.Parser
+
+	calls map[string]*call // by Call-ID: the latest call that used it
+	// fresh holds calls in creation order that had no response when created; the oldest that
+	// still has none is the one evicted when the tracker is full.
+	fresh     []*call
+	freshHead int
+	// retired remembers, for Call-IDs whose calls were forgotten, how many calls used them and
+	// which caller tag started each, so that a later call on the Call-ID gets the next suffix
+	// while a replay of a forgotten call gets its own again.
+	retired      map[string]retiredCalls
+	retiredOrder []string
+	retiredHead  int
+
+	timers timers // the calls' deadlines
+
+	recovered int // panics the guard in Observe caught: a bug, which tests look for
+
+	stats Stats
+}
+
+// NewTracker validates cfg and returns a tracker with no calls.
+func NewTracker(cfg Config) (*Tracker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid call model configuration: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	cfg.PBX = slices.Clone(cfg.PBX)
+	cfg.Trunk = slices.Clone(cfg.Trunk)
+	t := &Tracker{
+		cfg:     cfg,
+		pbx:     make(map[netip.AddrPort]bool, len(cfg.PBX)),
+		trunk:   make(map[netip.AddrPort]bool, len(cfg.Trunk)),
+		parser:  newParser(),
+		calls:   make(map[string]*call),
+		retired: make(map[string]retiredCalls),
+	}
+	for _, a := range cfg.PBX {
+		t.pbx[a] = true
+	}
+	for _, a := range cfg.Trunk {
+		t.trunk[a] = true
+	}
+	return t, nil
+}
+
+// Stats returns the tracker's counters.
+func (t *Tracker) Stats() Stats {
+	s := t.stats
+	s.Calls = len(t.calls)
+	return s
+}
+
+// sipMsg is a parsed message as the tracker reads it.
+type sipMsg interface {
+	headerer
+	Body() []byte
+}
+
+// wire is one message's identity as the tracker needs it: who, which dialog, which transaction.
+type wire struct {
+	m       Message
+	msg     sipMsg
+	req     *sip.Request
+	resp    *sip.Response
+	method  string // the request's method, or the CSeq method of a response
+	callID  string
+	cseq    uint32
+	fromTag string
+	toTag   string
+	status  int
+	reason  string
+}
+
+// key is the message's meaning: what a retransmission or a second capture repeats exactly.
+func (w *wire) key() string {
+	if w.req != nil {
+		return "q " + w.method + " " + strconv.FormatUint(uint64(w.cseq), 10) + " " + w.fromTag + " " + w.toTag
+	}
+	return "s " + strconv.Itoa(w.status) + " " + w.method + " " + strconv.FormatUint(uint64(w.cseq), 10) + " " + w.toTag
+}
+
+// Observe reads one message and returns the events it causes, in order (usually none). It never
+// panics: malformed or irrelevant input is counted in Stats and returns nil. m.SIP, when set, is
+// only read.
+func (t *Tracker) Observe(m Message) (out []event.Event) {
+	t.stats.Messages++
+	defer func() {
+		// A guard, not a path: the readings do not panic, and a bug in them must cost one
+		// message, never the proxy that feeds the tracker.
+		if r := recover(); r != nil {
+			t.stats.Malformed++
+			t.recovered++
+			out = nil
+		}
+	}()
+	w, ok := t.read(m)
+	if !ok {
+		t.stats.Malformed++
+		return nil
+	}
+	if w.req != nil {
+		out = t.request(w)
+	} else {
+		out = t.response(w)
+	}
+	if c := t.calls[w.callID]; c != nil {
+		t.schedule(c)
+	}
+	return out
+}
+
+// read parses the message (when not parsed yet) and reads its dialog identity.
+func (t *Tracker) read(m Message) (*wire, bool) {
+	if m.At.IsZero() {
+		return nil, false
+	}
+	w := &wire{m: m}
+	msg := m.SIP
+	if msg == nil {
+		if len(m.Data) == 0 {
+			return nil, false
+		}
+		p, err := t.parser.ParseSIP(m.Data)
+		if err != nil {
+			return nil, false
+		}
+		msg = p
+	}
+	switch x := msg.(type) {
+	case *sip.Request:
+		if x == nil {
+			return nil, false
+		}
+		w.req, w.msg = x, x
+		w.method = strings.ToUpper(string(x.Method))
+	case *sip.Response:
+		if x == nil {
+			return nil, false
+		}
+		w.resp, w.msg = x, x
+		w.status, w.reason = x.StatusCode, x.Reason
+		if w.status < 100 || w.status > 699 {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	typed := readTyped(w.msg)
+	id, cseq := typed.callID, typed.cseq
+	if !typed.ids {
+		ids := headerValues(w.msg, "Call-ID", "i")
+		if len(ids) != 1 {
+			return nil, false
+		}
+		id = ids[0]
+		cs := headerValues(w.msg, "CSeq")
+		if len(cs) != 1 {
+			return nil, false
+		}
+		cseq = cs[0]
+	}
+	w.callID = strings.TrimSpace(id)
+	if w.callID == "" || len(w.callID) > maxCallIDLen || hasControl(w.callID) {
+		return nil, false
+	}
+	num, method, ok := strings.Cut(strings.TrimSpace(cseq), " ")
+	n, err := strconv.ParseUint(num, 10, 32)
+	if !ok || err != nil {
+		return nil, false
+	}
+	w.cseq = uint32(n)
+	method = strings.ToUpper(strings.TrimSpace(method))
+	if w.req != nil && method != w.method || method == "" {
+		return nil, false
+	}
+	w.method = method
+	var okFrom, okTo bool
+	if typed.from {
+		w.fromTag, okFrom = typed.fromTag, true
+	} else {
+		w.fromTag, okFrom = tagOf(w.msg, "From", "f")
+	}
+	if typed.to {
+		w.toTag, okTo = typed.toTag, true
+	} else {
+		w.toTag, okTo = tagOf(w.msg, "To", "t")
+	}
+	if !okFrom || !okTo {
+		return nil, false
+	}
+	return w, true
+}
+
+// tagOf reads the tag parameter of the From or To header; false when the header is missing or
+// does not parse.
+func tagOf(msg headerer, names ...string) (string, bool) {
+	vs := headerValues(msg, names...)
+	if len(vs) != 1 {
+		return "", false
+	}
+	na, err := parseNameAddr(vs[0])
+	if err != nil {
+		return "", false
+	}
+	tag, _ := paramFold(na.params, "tag")
+	return tag, true
+}
+
+// typedHeaders is what read needs of a message, taken from the headers its parser read into
+// their typed forms (it does for Call-ID, CSeq, From and To, full or compact), in one walk over
+// the headers: rendering them back to text and parsing them again was a fifth of the model's time.
+type typedHeaders struct {
+	callID, cseq, fromTag, toTag string
+	// ids, from and to are set when that part was read from exactly one typed header and no
+	// header of the same name stayed text; otherwise read takes the general path for it.
+	ids, from, to bool
+}
+
+func readTyped(msg headerer) typedHeaders {
+	var t typedHeaders
+	nID, nSeq, nFrom, nTo := 0, 0, 0, 0
+	textIDs, textFrom, textTo := false, false, false
+	for _, h := range msg.Headers() {
+		switch v := h.(type) {
+		case *sip.CallIDHeader:
+			nID++
+			t.callID = string(*v)
+		case *sip.CSeqHeader:
+			nSeq++
+			t.cseq = strconv.FormatUint(uint64(v.SeqNo), 10) + " " + string(v.MethodName)
+		case *sip.FromHeader:
+			nFrom++
+			t.fromTag, _ = paramFold(v.Params, "tag")
+		case *sip.ToHeader:
+			nTo++
+			t.toTag, _ = paramFold(v.Params, "tag")
+		default:
+			switch name := h.Name(); {
+			case nameIn(name, []string{"Call-ID", "i", "CSeq"}):
+				textIDs = true
+			case nameIn(name, []string{"From", "f"}):
+				textFrom = true
+			case nameIn(name, []string{"To", "t"}):
+				textTo = true
+			}
+		}
+	}
+	t.ids = !textIDs && nID == 1 && nSeq == 1
+	t.from = !textFrom && nFrom == 1
+	t.to = !textTo && nTo == 1
+	return t
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// request handles a request.
+func (t *Tracker) request(w *wire) []event.Event {
+	c := t.calls[w.callID]
+	if w.method == "INVITE" && w.toTag == "" {
+		return t.initialInvite(c, w)
+	}
+	if c == nil {
+		if w.toTag == "" && w.method != "CANCEL" && w.method != "ACK" {
+			t.stats.Ignored++ // out-of-dialog OPTIONS, REGISTER, MESSAGE, SUBSCRIBE...
+		} else {
+			t.stats.Unmatched++
+		}
+		return nil
+	}
+	if t.duplicate(c, w) {
+		return nil
+	}
+	return c.request(t, w)
+}
+
+// response handles a response.
+func (t *Tracker) response(w *wire) []event.Event {
+	c := t.calls[w.callID]
+	if c == nil {
+		t.stats.Unmatched++
+		return nil
+	}
+	if c.pending && !c.ended && w.m.Dst == c.callerHop && w.method == "INVITE" && w.status == c.pendingCode && !retryable(w.status) {
+		t.duplicate(c, w)
+		return c.finalCopy(t, w)
+	}
+	if t.duplicate(c, w) {
+		return nil
+	}
+	return c.response(t, w)
+}
+
+// duplicate reports whether the message's meaning was seen on the call already, and remembers
+// it when not.
+func (t *Tracker) duplicate(c *call, w *wire) bool {
+	k := w.key()
+	if _, ok := c.seen[k]; ok {
+		t.stats.Duplicates++
+		return true
+	}
+	if len(c.seen) < maxSeenKeys {
+		c.seen[k] = struct{}{}
+	}
+	c.seenAt = later(c.seenAt, w.m.At)
+	return false
+}
+
+// initialInvite handles an INVITE without a to-tag: a new call, the retry of a challenged or
+// redirected one, or a copy.
+func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
+	gen := 1
+	var seen map[string]struct{}
+	var out []event.Event
+	if c != nil {
+		if t.duplicate(c, w) {
+			return nil
+		}
+		if !c.ended && c.answered && w.fromTag != c.fromTag {
+			// Another caller's INVITE on the Call-ID of an answered call: a new call, and the
+			// old one's BYE was lost.
+			if _, ok := t.peekCall(w); ok {
+				out = c.supersede(t, w.m.At)
+				t.stats.Inferred++
+			}
+		}
+		if !c.ended {
+			// A retry after 401/407/422/3xx, a serial fork's next branch or a new CSeq for
+			// the same attempt: the same call.
+			c.retry(t, w)
+			return nil
+		}
+		gen, seen = c.gen+1, c.seen
+	} else if r, ok := t.retired[w.callID]; ok {
+		gen = r.gen + 1
+		if g, ok := r.tags[w.fromTag]; ok {
+			// The same caller's INVITE again, after its call was forgotten: a replay (of a
+			// capture, or by a sender that kept retrying), which must land on the same call.
+			gen = g
+		}
+	}
+	nc, ok := t.newCall(w, gen, seen)
+	if !ok {
+		return out
+	}
+	if c == nil && !t.makeRoom() {
+		t.stats.Dropped++
+		return nil
+	}
+	nc.seen[w.key()] = struct{}{}
+	t.calls[w.callID] = nc
+	t.fresh = append(t.fresh, nc)
+	return append(out, nc.start(t, w)...)
+}
+
+// peekCall reports whether an initial INVITE would make a call, without counting anything.
+func (t *Tracker) peekCall(w *wire) (*call, bool) {
+	saved := t.stats
+	c, ok := t.newCall(w, 1, nil)
+	t.stats = saved
+	return c, ok
+}
+
+// makeRoom reports whether a new call may be held. When the tracker is full it evicts the oldest
+// call that never got a response, else forgets the ended call closest to being forgotten.
+func (t *Tracker) makeRoom() bool {
+	if len(t.calls) < t.cfg.MaxCalls {
+		return true
+	}
+	for t.freshHead < len(t.fresh) {
+		c := t.fresh[t.freshHead]
+		t.fresh[t.freshHead] = nil
+		t.freshHead++
+		if !c.responded && !c.ended && t.calls[c.callID] == c {
+			delete(t.calls, c.callID)
+			t.stats.Evicted++
+			t.compactFresh()
+			return true
+		}
+	}
+	t.compactFresh()
+	// No call waits for a first response: make room by forgetting the ended call whose grace
+	// runs out first, if any (Expire was not called in time).
+	var victim *call
+	for _, c := range t.calls {
+		if c.ended && (victim == nil || c.forgetAt.Before(victim.forgetAt)) {
+			victim = c
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	t.retire(victim)
+	return true
+}
+
+// compactFresh drops the consumed head of the fresh queue once it is most of it, and the calls
+// that got a response.
+func (t *Tracker) compactFresh() {
+	if t.freshHead < 1024 && t.freshHead*2 < len(t.fresh) {
+		return
+	}
+	keep := t.fresh[:0]
+	for _, c := range t.fresh[t.freshHead:] {
+		if c != nil && !c.responded && !c.ended && t.calls[c.callID] == c {
+			keep = append(keep, c)
+		}
+	}
+	clear(t.fresh[len(keep):])
+	t.fresh, t.freshHead = keep, 0
+}
+
+// retire forgets a call, remembering how many calls its Call-ID carried.
+func (t *Tracker) retire(c *call) {
+	if t.calls[c.callID] == c {
+		delete(t.calls, c.callID)
+	}
+	t.stats.Forgotten++
+	if _, ok := t.retired[c.callID]; !ok {
+		t.retiredOrder = append(t.retiredOrder, c.callID)
+	}
+	r := t.retired[c.callID]
+	r.gen = max(r.gen, c.gen)
+	if r.tags == nil {
+		r.tags = make(map[string]int, 1)
+	}
+	if len(r.tags) < maxRetiredTags {
+		r.tags[c.fromTag] = c.gen
+	}
+	t.retired[c.callID] = r
+	for len(t.retired) > t.cfg.MaxCalls && t.retiredHead < len(t.retiredOrder) {
+		delete(t.retired, t.retiredOrder[t.retiredHead])
+		t.retiredOrder[t.retiredHead] = ""
+		t.retiredHead++
+	}
+	if t.retiredHead > 1024 && t.retiredHead*2 > len(t.retiredOrder) {
+		t.retiredOrder = slices.Clone(t.retiredOrder[t.retiredHead:])
+		t.retiredHead = 0
+	}
+}
+
+// Expire ends the calls whose time ran out as of now (ring timeout, a challenge never retried,
+// an answered call gone silent) and forgets the calls whose grace passed. It returns the events
+// of those ends, ordered by their time (then by providerCallId).
+func (t *Tracker) Expire(now time.Time) []event.Event {
+	var out []event.Event
+	for t.timers.Len() > 0 {
+		top := t.timers.items[0]
+		if top.at.After(now) {
+			break
+		}
+		heap.Pop(&t.timers)
+		c := top.c
+		if t.calls[c.callID] != c || !top.at.Equal(c.queuedAt) {
+			continue // a forgotten call, or an entry superseded by an earlier one
+		}
+		if d := c.deadline(t); !d.Equal(top.at) {
+			c.queuedAt = d // the deadline moved later since: wait for it, in time order
+			heap.Push(&t.timers, timer{d, c})
+			continue
+		}
+		if !c.ended {
+			out = append(out, c.expire(t, top.at)...)
+			t.stats.Inferred++
+			c.queuedAt = c.deadline(t)
+			heap.Push(&t.timers, timer{c.queuedAt, c})
+			continue
+		}
+		t.retire(c)
+	}
+	return out
+}
+
+// NextExpiry returns the earliest time Expire has something to do, or the zero time when no call
+// is held.
+func (t *Tracker) NextExpiry() time.Time {
+	for t.timers.Len() > 0 {
+		top := t.timers.items[0]
+		c := top.c
+		if t.calls[c.callID] != c || !top.at.Equal(c.queuedAt) {
+			heap.Pop(&t.timers)
+			continue
+		}
+		if d := c.deadline(t); !d.Equal(top.at) {
+			heap.Pop(&t.timers)
+			c.queuedAt = d
+			heap.Push(&t.timers, timer{d, c})
+			continue
+		}
+		return top.at
+	}
+	return time.Time{}
+}
+
+// schedule makes sure the call's deadline is queued. Deadlines that move later are left to be
+// found when their old entry comes up (Expire and NextExpiry requeue it); one that moves earlier
+// is queued anew, leaving the old entry to be skipped.
+func (t *Tracker) schedule(c *call) {
+	d := c.deadline(t)
+	if c.queuedAt.IsZero() || d.Before(c.queuedAt) {
+		c.queuedAt = d
+		heap.Push(&t.timers, timer{d, c})
+	}
+	if len(t.timers.items) > 2*len(t.calls)+1024 {
+		// Superseded entries and those of evicted calls pile up under a flood: start again
+		// from one entry per call held.
+		items := t.timers.items[:0]
+		for _, c := range t.calls {
+			c.queuedAt = c.deadline(t)
+			items = append(items, timer{c.queuedAt, c})
+		}
+		clear(t.timers.items[len(items):])
+		t.timers.items = items
+		heap.Init(&t.timers)
+	}
+}
+
+// timer is one queued deadline.
+type timer struct {
+	at time.Time
+	c  *call
+}
+
+// timers is a min-heap of deadlines, by time, then providerCallId.
+type timers struct{ items []timer }
+
+func (h *timers) Len() int { return len(h.items) }
+func (h *timers) Less(i, j int) bool {
+	a, b := h.items[i], h.items[j]
+	if !a.at.Equal(b.at) {
+		return a.at.Before(b.at)
+	}
+	return a.c.id < b.c.id
+}
+func (h *timers) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *timers) Push(x any)    { h.items = append(h.items, x.(timer)) }
+func (h *timers) Pop() any {
+	n := len(h.items) - 1
+	x := h.items[n]
+	h.items[n] = timer{}
+	h.items = h.items[:n]
+	return x
+}
