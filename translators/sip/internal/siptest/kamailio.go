@@ -29,6 +29,12 @@ type KamailioConfig struct {
 	NextHop   string    // host:port that initial requests are relayed to (the PBX)
 	Transport Transport // transport towards NextHop; UDP when empty
 	HEP       string    // host:port of the HEPv3 collector (UDP)
+	Port      int       // where Kamailio listens (UDP and TCP); 0: one from Ports
+	Ports     *Ports    // where Port is taken when 0; nil: FreePort (not safe beside parallel peers)
+	// NoTrying stops Kamailio answering an initial INVITE with its own 100 Trying, so that a
+	// caller whose callee is slow keeps retransmitting over UDP (as it would with no proxy) and
+	// the HEP copies show the caller's retransmissions as well as Kamailio's.
+	NoTrying bool
 }
 
 // kamailioCfg is the routing script: max-forwards, in-dialog requests by loose routing,
@@ -83,7 +89,7 @@ request_route {
 	t_check_trans();
 	remove_hf("Route");
 	record_route();
-	$du = "sip:%[3]s;transport=%[5]s";
+	$du = "sip:%[3]s;transport=%[5]s";%[6]s
 	if (!t_relay()) { sl_reply_error(); }
 	exit;
 }
@@ -98,8 +104,18 @@ func StartKamailio(ctx context.Context, t testing.TB, kamailio string, c Kamaili
 		c.Transport = UDP
 	}
 	dir := t.TempDir()
-	k := &Kamailio{Port: FreePort(t), log: &syncBuffer{}}
-	cfg := fmt.Sprintf(kamailioCfg, k.Port, c.HEP, c.NextHop, modulesDir(), c.Transport.Name())
+	port := c.Port
+	if port == 0 && c.Ports != nil {
+		port = c.Ports.Take(t)
+	} else if port == 0 {
+		port = FreePort(t)
+	}
+	k := &Kamailio{Port: port, log: &syncBuffer{}}
+	noTrying := ""
+	if c.NoTrying {
+		noTrying = "\n\tt_set_auto_inv_100(0);"
+	}
+	cfg := fmt.Sprintf(kamailioCfg, k.Port, c.HEP, c.NextHop, modulesDir(), c.Transport.Name(), noTrying)
 	path := filepath.Join(dir, "kamailio.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -168,12 +184,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// HEPCounter is a UDP listener on 127.0.0.1 that counts datagrams starting with "HEP3". It does
-// not decode them.
+// HEPCounter is a UDP listener on 127.0.0.1 that counts datagrams starting with "HEP3" and keeps
+// a copy of each (up to MaxKeptDatagrams) in arrival order. It does not decode them.
 type HEPCounter struct {
 	conn        net.PacketConn
 	hep3, other atomic.Int64
+	mu          sync.Mutex
+	kept        [][]byte
 }
+
+// MaxKeptDatagrams bounds how many HEP3 datagrams a HEPCounter keeps; it counts the rest.
+const MaxKeptDatagrams = 10000
 
 // ListenHEP starts a HEPCounter on a free port, closed at the end of the test.
 func ListenHEP(t testing.TB) *HEPCounter {
@@ -193,6 +214,11 @@ func ListenHEP(t testing.TB) *HEPCounter {
 				return
 			}
 			if n >= 4 && string(buf[:4]) == "HEP3" {
+				h.mu.Lock()
+				if len(h.kept) < MaxKeptDatagrams {
+					h.kept = append(h.kept, bytes.Clone(buf[:n]))
+				}
+				h.mu.Unlock()
 				h.hep3.Add(1)
 			} else {
 				h.other.Add(1)
@@ -208,3 +234,35 @@ func (h *HEPCounter) Addr() string { return h.conn.LocalAddr().String() }
 
 // Counts returns how many datagrams started with "HEP3" and how many did not.
 func (h *HEPCounter) Counts() (hep3, other int64) { return h.hep3.Load(), h.other.Load() }
+
+// Datagrams returns copies of the HEP3 datagrams received so far, in arrival order.
+func (h *HEPCounter) Datagrams() [][]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([][]byte, len(h.kept))
+	for i, d := range h.kept {
+		out[i] = bytes.Clone(d)
+	}
+	return out
+}
+
+// WaitQuiet waits until at least min HEP3 datagrams have arrived and then none for quiet, or until
+// ctx is done, and reports how many arrived.
+func (h *HEPCounter) WaitQuiet(ctx context.Context, min int64, quiet time.Duration) int64 {
+	last, lastAt := h.hep3.Load(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return h.hep3.Load()
+		case <-time.After(20 * time.Millisecond):
+		}
+		n := h.hep3.Load()
+		if n != last {
+			last, lastAt = n, time.Now()
+			continue
+		}
+		if n >= min && time.Since(lastAt) >= quiet {
+			return n
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -99,6 +100,8 @@ type Pair struct {
 	UASPort   int           // 0: a free port
 	UACPort   int           // 0: a free port
 	Target    string        // host:port the UAC sends to; empty: the UAS
+	CallID    string        // sipp's -cid_str for the UAC's Call-IDs (%u is the call number); empty: sipp's own
+	Ports     *Ports        // where Prepare takes the ports left at 0; nil: FreePort (not safe beside parallel pairs)
 }
 
 // Side is the outcome of one sipp process.
@@ -135,11 +138,15 @@ func Prepare(t testing.TB, p Pair) Pair {
 	if p.Timeout <= 0 {
 		p.Timeout = 30 * time.Second
 	}
+	take := FreePort
+	if p.Ports != nil {
+		take = p.Ports.Take
+	}
 	if p.UASPort == 0 {
-		p.UASPort = FreePort(t)
+		p.UASPort = take(t)
 	}
 	if p.UACPort == 0 {
-		p.UACPort = FreePort(t)
+		p.UACPort = take(t)
 	}
 	return p
 }
@@ -157,7 +164,12 @@ func Run(ctx context.Context, t testing.TB, sipp string, p Pair) Result {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout+10*time.Second)
 	defer cancel()
 	uas := start(ctx, t, sipp, dir, "uas", p.UAS, p, p.UASPort, "")
-	waitListening(ctx, t, p.Transport, p.UASPort)
+	if !waitListening(ctx, t, p.Transport, p.UASPort, uas.done) {
+		r := Result{UAS: uas.wait(t)}
+		t.Errorf("sipp uas %s exited before it listened: %s", filepath.Base(p.UAS), tail(uas.out.String(), 2000))
+		r.UAC.ExitCode = -1
+		return r
+	}
 	uac := start(ctx, t, sipp, dir, "uac", p.UAC, p, p.UACPort, target)
 	var r Result
 	r.UAC = uac.wait(t)
@@ -177,6 +189,8 @@ type proc struct {
 	out          bytes.Buffer
 	stat, msg, e string
 	name         string
+	done         chan struct{} // closed once the process has exited and err is set
+	err          error
 }
 
 func start(ctx context.Context, t testing.TB, sipp, dir, role, scenario string, p Pair, port int, target string) *proc {
@@ -193,6 +207,9 @@ func start(ctx context.Context, t testing.TB, sipp, dir, role, scenario string, 
 		"-trace_msg", "-message_file", pr.msg,
 		"-max_socket", "64"}
 	if target != "" {
+		if p.CallID != "" {
+			args = append(args, "-cid_str", p.CallID)
+		}
 		args = append(args, "-r", strconv.Itoa(p.Rate), target)
 	}
 	pr.cmd = exec.CommandContext(ctx, sipp, args...)
@@ -202,10 +219,17 @@ func start(ctx context.Context, t testing.TB, sipp, dir, role, scenario string, 
 	if err := pr.cmd.Start(); err != nil {
 		t.Fatalf("start sipp %s: %v", role, err)
 	}
+	pr.done = make(chan struct{})
+	go func() {
+		pr.err = pr.cmd.Wait()
+		close(pr.done)
+	}()
 	t.Cleanup(func() {
-		if pr.cmd.ProcessState == nil {
+		select {
+		case <-pr.done:
+		default:
 			_ = pr.cmd.Process.Kill()
-			_ = pr.cmd.Wait()
+			<-pr.done
 		}
 	})
 	return pr
@@ -213,7 +237,8 @@ func start(ctx context.Context, t testing.TB, sipp, dir, role, scenario string, 
 
 func (pr *proc) wait(t testing.TB) Side {
 	t.Helper()
-	err := pr.cmd.Wait()
+	<-pr.done
+	err := pr.err
 	s := Side{MessageLog: pr.msg, ErrorLog: pr.e}
 	var ee *exec.ExitError
 	switch {
@@ -266,8 +291,9 @@ func readStat(t testing.TB, path string) (ok, failed int) {
 	return ok, failed
 }
 
-// waitListening polls until something is bound to the port on the transport, bounded by ctx.
-func waitListening(ctx context.Context, t testing.TB, tr Transport, port int) {
+// waitListening polls until something is bound to the port on the transport, bounded by ctx. It
+// reports false when exited is closed first (the program that was to listen has stopped).
+func waitListening(ctx context.Context, t testing.TB, tr Transport, port int, exited <-chan struct{}) bool {
 	t.Helper()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	for {
@@ -275,17 +301,19 @@ func waitListening(ctx context.Context, t testing.TB, tr Transport, port int) {
 			c, err := net.DialTimeout("tcp", addr, time.Second)
 			if err == nil {
 				_ = c.Close()
-				return
+				return true
 			}
 		} else {
 			// a UDP port is taken once binding it fails.
 			u, err := net.ListenPacket("udp", addr)
 			if err != nil {
-				return
+				return true
 			}
 			_ = u.Close()
 		}
 		select {
+		case <-exited:
+			return false
 		case <-ctx.Done():
 			t.Fatalf("nothing listens on %s/%s: %v", addr, tr.Name(), ctx.Err())
 		case <-time.After(20 * time.Millisecond):
@@ -298,4 +326,49 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// Ports hands out ports of 127.0.0.1 from a fixed range, each at most once, checking that each is
+// free for both UDP and TCP. Pairs run concurrently in one test never share a port, which
+// FreePort (the kernel's pick, released again before the peer binds it) cannot promise: two
+// concurrent FreePort calls may return the same port, and a peer's outgoing TCP connection may
+// take it as its source port. Choose a range outside the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 by default) and apart from other tests'
+// ranges. A Ports is safe for concurrent use.
+type Ports struct {
+	mu         sync.Mutex
+	next, last int
+}
+
+// NewPorts returns a Ports handing out first..last (1024 < first <= last < 65536).
+func NewPorts(first, last int) (*Ports, error) {
+	if first <= 1024 || last >= 65536 || first > last {
+		return nil, fmt.Errorf("ports: range %d-%d not within 1025-65535", first, last)
+	}
+	return &Ports{next: first, last: last}, nil
+}
+
+// Take returns the next port of the range that is free for UDP and TCP now, failing the test
+// when the range is used up.
+func (p *Ports) Take(t testing.TB) int {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ; p.next <= p.last; p.next++ {
+		port := p.next
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		_ = l.Close()
+		if err != nil {
+			continue
+		}
+		_ = u.Close()
+		p.next++
+		return port
+	}
+	t.Fatalf("ports: range used up at %d", p.last)
+	return 0
 }
