@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/callwire/callwire/translators/sip/callmodel"
+)
+
+// DefaultObserveQueue is the number of messages waiting for Observe before the proxy drops new
+// ones (and counts them in Stats.ObserveDropped) rather than wait.
+const DefaultObserveQueue = 4096
+
+// DefaultMaxTransactions bounds the transactions the proxy holds at once (see
+// Config.MaxTransactions).
+const DefaultMaxTransactions = 200_000
+
+// Config is the proxy's configuration. The zero value is not valid: Listen, PBX and Trunk are
+// required.
+type Config struct {
+	// Listen is where the proxy listens, as "udp://host:port" or "tcp://host:port" (at least
+	// one). Port 0 takes a free port (see Proxy.Addrs). The host is an IP address; 0.0.0.0 or
+	// [::] listens on every interface.
+	Listen []string
+	// PBX is the clinic's PBX as host:port. A message comes from the PBX when its source IP and
+	// port are the PBX's; over TCP, whose source ports are ephemeral, the PBX's IP with any port.
+	// A host name is resolved once, when Run starts.
+	PBX string
+	// Trunk is host:port where initial requests from the PBX go (the carrier). A host name is
+	// resolved once, when Run starts.
+	Trunk string
+	// Observe, when not nil, is called for every message the proxy forwards, after it was
+	// forwarded, with Src where it came from, Dst the next hop it was sent to, Transport, At its
+	// receive time and SIP the message as received (the proxy never changes it afterwards).
+	// Calls are made one at a time from a queue of ObserveQueue messages, in the order the proxy
+	// forwarded them; when the queue is full the message is dropped for Observe (never for the
+	// call) and counted. A panic in Observe is recovered, logged and counted. Nil turns
+	// observing off, and the proxy then forwards without copying messages.
+	Observe func(callmodel.Message)
+	// ObserveQueue is the length of Observe's queue; 0 means DefaultObserveQueue.
+	ObserveQueue int
+	// Advertise is the host (IP or name) the proxy writes in its Via and Record-Route headers.
+	// Empty: the listener's IP, or, for a listener on 0.0.0.0 or [::], the local IP the system
+	// routes to the PBX from.
+	Advertise string
+	// MaxTransactions bounds the proxy's memory: beyond this many open transactions a new
+	// request is forwarded without state (no retransmission by the proxy, no 408, its CANCEL
+	// forwarded without state) and counted in Stats.Stateless. 0 means DefaultMaxTransactions.
+	MaxTransactions int
+	// Logger receives the proxy's log lines; nil means slog.Default(). Forwarding logs nothing at
+	// info level; faults (a message that does not parse, an unroutable request, an Observe
+	// panic) are logged at warn level, at most once per second each.
+	Logger *slog.Logger
+}
+
+// listenAddr is one parsed Listen entry.
+type listenAddr struct {
+	network string // "udp" or "tcp"
+	addr    netip.AddrPort
+}
+
+// Validate reports every problem of c at once, each naming its key: listen[i], pbx, trunk,
+// advertise, observe_queue, max_transactions.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Listen) == 0 {
+		errs = append(errs, errors.New("listen: at least one address is required"))
+	}
+	for i, l := range c.Listen {
+		if _, err := parseListen(l); err != nil {
+			errs = append(errs, fmt.Errorf("listen[%d]: %w", i, err))
+		}
+	}
+	if err := checkHostPort(c.PBX); err != nil {
+		errs = append(errs, fmt.Errorf("pbx: %w", err))
+	}
+	if err := checkHostPort(c.Trunk); err != nil {
+		errs = append(errs, fmt.Errorf("trunk: %w", err))
+	}
+	if c.Advertise != "" && (strings.ContainsAny(c.Advertise, " :/;<>") && !isIP(c.Advertise)) {
+		errs = append(errs, fmt.Errorf("advertise: %q is not a host", c.Advertise))
+	}
+	if c.MaxTransactions < 0 {
+		errs = append(errs, fmt.Errorf("max_transactions: %d is negative", c.MaxTransactions))
+	}
+	if c.ObserveQueue < 0 {
+		errs = append(errs, fmt.Errorf("observe_queue: %d is negative", c.ObserveQueue))
+	}
+	return errors.Join(errs...)
+}
+
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	return err == nil
+}
+
+// parseListen reads "udp://host:port" or "tcp://host:port".
+func parseListen(s string) (listenAddr, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return listenAddr{}, fmt.Errorf("%q: %w", s, err)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "udp" && scheme != "tcp" {
+		return listenAddr{}, fmt.Errorf("%q: scheme must be udp or tcp", s)
+	}
+	if u.Path != "" || u.RawQuery != "" || u.User != nil {
+		return listenAddr{}, fmt.Errorf("%q: want %s://host:port and nothing more", s, scheme)
+	}
+	ap, err := netip.ParseAddrPort(u.Host)
+	if err != nil {
+		return listenAddr{}, fmt.Errorf("%q: host must be an IP address with a port: %w", s, err)
+	}
+	return listenAddr{network: scheme, addr: ap}, nil
+}
+
+// checkHostPort checks "host:port" with a non-zero numeric port.
+func checkHostPort(s string) error {
+	if s == "" {
+		return errors.New("required (host:port)")
+	}
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q: %w", s, err)
+	}
+	if h == "" {
+		return fmt.Errorf("%q: empty host", s)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n <= 0 || n > 65535 {
+		return fmt.Errorf("%q: port must be 1-65535", s)
+	}
+	return nil
+}
