@@ -32,6 +32,9 @@ func newAgent() *cobra.Command {
 			}
 			log := agent.NewLogger(c.Log, os.Stderr)
 			warnUnknown(log, unknown)
+			if err := checkBuiltins(c); err != nil {
+				return err
+			}
 			return agent.Run(cmd.Context(), c, agent.RunOptions{Logger: log})
 		},
 	}

@@ -92,6 +92,13 @@ func TestConfigTyposAreRefused(t *testing.T) {
 			want: []string{"database.pth: unknown key; did you mean database.path?"}},
 		{name: "agent", yaml: agentCore + "outbox:\n  path: outbox.db\n  dead_letter: dead.jsonl\ntranslators:\n  - name: csv\n    pth: /bin/true\n    config: {pth: free}\n",
 			args: []string{"agent"}, want: []string{"translators[0].pth: unknown key; did you mean translators[0].path?"}},
+		{name: "agent, built-in translators", yaml: agentCore + "outbox:\n  path: outbox.db\n  dead_letter: dead.jsonl\ntranslators:\n" +
+			"  - name: tap\n    builtin: sip\n    config: {mode: hep, pbx: '10.0.0.20', default_country: US, lisen: []}\n" +
+			"  - name: other\n    builtin: spi\n",
+			args: []string{"agent"}, want: []string{
+				"translators[0].config.lisen: unknown key; did you mean listen?",
+				`translators[1].builtin: no built-in translator "spi" (built in: sip)`,
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCLI(t)

@@ -1,25 +1,93 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/callwire/callwire/plugins"
+	"github.com/callwire/callwire/plugins/agent"
+	"github.com/callwire/callwire/translators/sip"
 )
 
-// newTranslator is `callwire translator <name>`, hidden: the agent runs it (through
-// plugins.BuiltinCommand) to serve a translator built into this binary in its own process. It
-// needs no configuration, and it writes nothing to stdout before serving, because stdout carries
-// the plugin handshake.
+// builtin is a translator built into this binary.
+type builtin struct {
+	about string
+	new   func() plugins.Translator
+	// check reports every problem with a configuration block, so that the agent refuses it at
+	// start rather than restarting the translator on it forever.
+	check func(json.RawMessage) error
+}
+
+// builtins are the translators built into this binary, by the name an agent configuration gives
+// as `builtin:`.
+func builtins() map[string]builtin {
+	return map[string]builtin{
+		sip.Name: {"SIP observer: a record-routing proxy or a HEPv3 tap; see docs/sip-observer.md", func() plugins.Translator { return sip.New() },
+			func(raw json.RawMessage) error { _, err := sip.ParseConfig(raw); return err }},
+	}
+}
+
+// newTranslator is `callwire translator [NAME]`, hidden. Without a name it lists the translators
+// built into this binary. With one, the agent runs it (through plugins.BuiltinCommand) to serve
+// that translator in its own process: it needs no configuration, and it writes nothing to stdout
+// before serving, because stdout carries the plugin handshake.
 func newTranslator() *cobra.Command {
 	return &cobra.Command{
-		Use:    plugins.BuiltinSubcommand + " NAME",
-		Short:  "Serve a built-in translator to the agent (run by `callwire agent`, not by hand)",
+		Use:    plugins.BuiltinSubcommand + " [NAME]",
+		Short:  "List the built-in translators, or serve one to the agent (run by `callwire agent`, not by hand)",
 		Hidden: true,
-		Args:   exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			// The translators built into this binary, by the name agent.yaml gives as builtin.
-			builtins := map[string]plugins.Translator{}
-			return plugins.ServeBuiltin(args[0], builtins)
+		Args:   cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			all := builtins()
+			if len(args) == 0 {
+				for _, name := range slices.Sorted(maps.Keys(all)) {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", name, all[name].about)
+				}
+				return nil
+			}
+			serve := make(map[string]plugins.Translator, len(all))
+			for name, b := range all {
+				serve[name] = b.new()
+			}
+			return plugins.ServeBuiltin(args[0], serve)
 		},
 	}
+}
+
+// checkBuiltins reports every translator of c whose builtin this binary does not have, and every
+// problem with the configuration block of those it has.
+func checkBuiltins(c agent.Config) error {
+	all := builtins()
+	var errs []error
+	for i, t := range c.Translators {
+		if t.Builtin == "" {
+			continue
+		}
+		b, ok := all[t.Builtin]
+		if !ok {
+			errs = append(errs, fmt.Errorf("translators[%d].builtin: no built-in translator %q (built in: %s)",
+				i, t.Builtin, strings.Join(slices.Sorted(maps.Keys(all)), ", ")))
+			continue
+		}
+		raw, err := t.ConfigJSON()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("translators[%d].config: %w", i, err))
+			continue
+		}
+		if err := b.check(raw); err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				errs = append(errs, fmt.Errorf("translators[%d].config.%s", i, line))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	}
+	return nil
 }

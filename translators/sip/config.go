@@ -1,0 +1,236 @@
+package sip
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/callwire/callwire/internal/confload"
+	"github.com/callwire/callwire/translators/numbering"
+)
+
+// The observer's two modes.
+const (
+	// ModeProxy places the observer in the call path as a record-routing SIP proxy.
+	ModeProxy = "proxy"
+	// ModeHEP makes the observer a passive HEPv3 collector of copies of the signalling.
+	ModeHEP = "hep"
+)
+
+// Defaults for keys left out of the configuration.
+const (
+	DefaultProvider  = "sip"
+	DefaultSIPPort   = 5060
+	DefaultHEPPort   = 9060
+	DefaultQueueSize = 65536
+)
+
+// Config is the `config:` block of a `builtin: sip` translator in the agent's configuration.
+// docs/sip-observer.md describes every key.
+type Config struct {
+	// Mode is ModeProxy or ModeHEP. Required.
+	Mode string `json:"mode"`
+	// Listen are the addresses to listen on, each "udp://host:port" or "tcp://host:port".
+	// Default: UDP and TCP on 0.0.0.0:5060 (proxy) or 0.0.0.0:9060 (hep).
+	Listen []string `json:"listen,omitempty"`
+	// PBX is the clinic's PBX, "host:port" (port 5060 when left out). Required: a call headed to
+	// it is inbound, one coming from it outbound; the proxy forwards calls from outside to it.
+	PBX string `json:"pbx"`
+	// Trunk is the carrier's SIP address, "host:port". Required in proxy mode: initial requests
+	// from the PBX go there. Optional in hep mode, where it tells trunk calls from the PBX's
+	// legs to its own phones, which are then not reported as calls of their own.
+	Trunk string `json:"trunk,omitempty"`
+	// Provider is the events' provider. Default "sip".
+	Provider string `json:"provider,omitempty"`
+
+	numbering.Config
+
+	// RingTimeout ends a call whose INVITE got no final answer, as no answer. Default the call
+	// model's.
+	RingTimeout Duration `json:"ring_timeout,omitempty"`
+	// CallTimeout ends an answered call after this much silence when it has no session timer
+	// and no BYE was seen. Default the call model's.
+	CallTimeout Duration `json:"call_timeout,omitempty"`
+	// Grace is how long an ended call is remembered, to absorb retransmissions and late copies.
+	// Default the call model's.
+	Grace Duration `json:"grace,omitempty"`
+	// MaxCalls bounds the calls held in memory. Default the call model's.
+	MaxCalls int `json:"max_calls,omitempty"`
+
+	// Advertise is the host (IP address or name) the proxy writes in its Via and Record-Route
+	// headers (proxy mode). Default: the listener's address, or for a listener on 0.0.0.0 the
+	// local address that routes to the PBX.
+	Advertise string `json:"advertise,omitempty"`
+	// MaxTransactions bounds the transactions the proxy keeps state for (proxy mode); beyond it
+	// requests are forwarded without state. Default the proxy's.
+	MaxTransactions int `json:"max_transactions,omitempty"`
+
+	// ReorderWindow is how long the tap holds captured packets to put them back in timestamp
+	// order (hep mode). Default the tap's.
+	ReorderWindow Duration `json:"reorder_window,omitempty"`
+	// MaxHeld bounds the messages the tap holds in its reorder window (hep mode). Default the
+	// tap's.
+	MaxHeld int `json:"max_held,omitempty"`
+	// MaxConns bounds the HEP-over-TCP connections served at once (hep mode). Default the tap's.
+	MaxConns int `json:"max_conns,omitempty"`
+	// HEPPassword is the capture password the capture agents send (hep mode); packets without
+	// it are dropped. Default none: every packet is taken. HEPPasswordFile names a file holding
+	// it instead, so it need not be written in the configuration.
+	HEPPassword     string `json:"hep_password,omitempty"`
+	HEPPasswordFile string `json:"hep_password_file,omitempty"`
+
+	// QueueSize bounds the SIP messages waiting between the observer and the call model. When it
+	// is full, messages are dropped (counted and logged), never the call path slowed.
+	// Default DefaultQueueSize.
+	QueueSize int `json:"queue_size,omitempty"`
+}
+
+// Duration is a span of time in configuration: Go duration text ("90s") or a number of seconds.
+type Duration = confload.Duration
+
+// ParseConfig decodes a configuration block and reports every problem with it at once: unknown
+// keys (with the nearest known one), values of the wrong type, and what Validate finds. The
+// result has its defaults filled in.
+func ParseConfig(raw json.RawMessage) (Config, error) {
+	var c Config
+	decodeErr := confload.DecodeJSON(raw, &c)
+	c.setDefaults()
+	return c, errors.Join(decodeErr, c.Validate())
+}
+
+func (c *Config) setDefaults() {
+	c.Mode = strings.ToLower(strings.TrimSpace(c.Mode))
+	if c.Provider == "" {
+		c.Provider = DefaultProvider
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if len(c.Listen) == 0 {
+		port := DefaultSIPPort
+		if c.Mode == ModeHEP {
+			port = DefaultHEPPort
+		}
+		p := strconv.Itoa(port)
+		c.Listen = []string{"udp://0.0.0.0:" + p, "tcp://0.0.0.0:" + p}
+	}
+}
+
+// Validate reports every problem with c at once, each naming its key. It expects the defaults
+// to be filled in, as ParseConfig does.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	switch c.Mode {
+	case ModeProxy, ModeHEP:
+	case "":
+		bad("mode", "is required: %q or %q", ModeProxy, ModeHEP)
+	default:
+		bad("mode", "%q is not a mode; use %q or %q", c.Mode, ModeProxy, ModeHEP)
+	}
+	for i, l := range c.Listen {
+		if _, _, err := ParseListen(l); err != nil {
+			bad(fmt.Sprintf("listen[%d]", i), "%v", err)
+		}
+	}
+	if c.PBX == "" {
+		bad("pbx", "is required: the PBX's SIP address as host:port")
+	} else if _, _, err := SplitHostPort(c.PBX, DefaultSIPPort); err != nil {
+		bad("pbx", "%v", err)
+	}
+	switch {
+	case c.Trunk == "" && c.Mode == ModeProxy:
+		bad("trunk", "is required in proxy mode: where calls from the PBX go, as host:port")
+	case c.Trunk != "":
+		if _, _, err := SplitHostPort(c.Trunk, DefaultSIPPort); err != nil {
+			bad("trunk", "%v", err)
+		}
+	}
+	if len(c.Provider) > 64 {
+		bad("provider", "is longer than 64 characters")
+	}
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"ring_timeout", c.RingTimeout}, {"call_timeout", c.CallTimeout}, {"grace", c.Grace}, {"reorder_window", c.ReorderWindow}} {
+		if d.v < 0 {
+			bad(d.key, "must not be negative")
+		}
+	}
+	if c.ReorderWindow > Duration(10*time.Second) {
+		bad("reorder_window", "is longer than 10s: the tap would hold every message that long")
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"max_calls", c.MaxCalls}, {"max_transactions", c.MaxTransactions}, {"max_held", c.MaxHeld}, {"max_conns", c.MaxConns}} {
+		if n.v < 0 {
+			bad(n.key, "must not be negative")
+		}
+	}
+	if c.QueueSize < 1 || c.QueueSize > 1<<24 {
+		bad("queue_size", "must be between 1 and %d", 1<<24)
+	}
+	if c.Mode == ModeHEP && (c.Advertise != "" || c.MaxTransactions != 0) {
+		bad("mode", "hep mode takes no advertise or max_transactions (they are for mode proxy)")
+	}
+	if c.Mode == ModeProxy && (c.ReorderWindow != 0 || c.MaxHeld != 0 || c.MaxConns != 0 || c.HEPPassword != "" || c.HEPPasswordFile != "") {
+		bad("mode", "proxy mode takes no reorder_window, max_held, max_conns, hep_password or hep_password_file (they are for mode hep)")
+	}
+	if c.HEPPassword != "" && c.HEPPasswordFile != "" {
+		bad("hep_password_file", "set hep_password or hep_password_file, not both")
+	}
+	if err := c.Config.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ParseListen splits a listen address such as "udp://0.0.0.0:5060" into its transport ("udp" or
+// "tcp") and host:port.
+func ParseListen(s string) (transport, hostport string, err error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+		return "", "", fmt.Errorf("%q is not a listen address such as udp://0.0.0.0:5060", s)
+	}
+	transport = strings.ToLower(u.Scheme)
+	if transport != "udp" && transport != "tcp" {
+		return "", "", fmt.Errorf("%q: transport %q is not udp or tcp", s, u.Scheme)
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return "", "", fmt.Errorf("%q needs a host and a port, such as udp://0.0.0.0:5060", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "", "", fmt.Errorf("%q: port %q is not a number from 0 to 65535", s, port)
+	}
+	return transport, net.JoinHostPort(host, port), nil
+}
+
+// SplitHostPort reads "host:port", "host" (port def), "[v6]:port" or a bare IPv6 address.
+func SplitHostPort(s string, def int) (host string, port int, err error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "://") || strings.ContainsAny(s, "@;/ ") {
+		return "", 0, fmt.Errorf("%q is not host:port (no scheme, user or parameters)", s)
+	}
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		// No port: a host name, an IPv4 address or a bare IPv6 address.
+		h, p = strings.Trim(s, "[]"), strconv.Itoa(def)
+	}
+	if h == "" {
+		return "", 0, fmt.Errorf("%q has no host", s)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || n > 65535 {
+		return "", 0, fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, p)
+	}
+	return h, n, nil
+}

@@ -1,0 +1,36 @@
+package sip
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/callwire/callwire/translators/sip/callmodel"
+	"github.com/callwire/callwire/translators/sip/proxy"
+	"github.com/callwire/callwire/translators/sip/tap"
+)
+
+// newMode builds the configured observer mode, handing every message it sees to observe. stats
+// returns the mode's counters for the log.
+func newMode(cfg Config, observe func(callmodel.Message), log *slog.Logger) (r runner, stats func() any, err error) {
+	switch cfg.Mode {
+	case ModeProxy:
+		p, err := proxy.New(proxy.Config{Listen: cfg.Listen, PBX: cfg.PBX, Trunk: cfg.Trunk, Advertise: cfg.Advertise,
+			MaxTransactions: cfg.MaxTransactions, ObserveQueue: cfg.QueueSize, Observe: observe, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, func() any { return p.Stats() }, nil
+	default:
+		password := cfg.HEPPassword
+		if cfg.HEPPasswordFile != "" {
+			if password, err = readSecretFile(cfg.HEPPasswordFile); err != nil {
+				return nil, nil, err
+			}
+		}
+		t, err := tap.New(tap.Config{Listen: cfg.Listen, Window: time.Duration(cfg.ReorderWindow), MaxHeld: cfg.MaxHeld, MaxConns: cfg.MaxConns, AuthKey: password, Observe: observe, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return t, func() any { return t.Stats() }, nil
+	}
+}

@@ -1,0 +1,192 @@
+package sip
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/callwire/callwire/plugins"
+	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/numbering"
+	"github.com/callwire/callwire/translators/sip/callmodel"
+)
+
+// Name is the translator's name: `builtin: sip` in the agent's configuration.
+const Name = "sip"
+
+// drainTime is how long a stopping translator keeps handing the agent the events its call model
+// already produced.
+const drainTime = 3 * time.Second
+
+// statsEvery is how often the translator logs its counters, when they changed.
+const statsEvery = time.Minute
+
+// Translator is the SIP observer as a plugins.Translator. The zero value is ready to use; each
+// Run reads its configuration afresh.
+type Translator struct {
+	// Logger receives the translator's log lines; nil means slog.Default().
+	Logger *slog.Logger
+
+	mu          sync.Mutex
+	health      error     // why the mode stopped, when it did
+	running     *pipeline // the current run's, for Health
+	seenDropped uint64    // the drop count at the last Health call
+}
+
+// New returns the SIP observer translator.
+func New() *Translator { return &Translator{} }
+
+// runner is one observer mode: a proxy or a tap, running until ctx ends.
+type runner interface {
+	Run(ctx context.Context) error
+}
+
+// Run implements plugins.Translator: it validates config (reporting every problem at once),
+// resolves the PBX and trunk addresses, and runs the configured mode until ctx ends. A mode that
+// cannot listen ends Run with an error, and the agent restarts the translator with backoff.
+func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugins.Emitter) error {
+	log := t.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg, err := ParseConfig(config)
+	if err != nil {
+		return fmt.Errorf("sip: invalid configuration:\n%w", err)
+	}
+	plan, err := numbering.New(cfg.Config)
+	if err != nil {
+		return fmt.Errorf("sip: invalid configuration: %w", err)
+	}
+	pbx, err := resolve(ctx, cfg.PBX)
+	if err != nil {
+		return fmt.Errorf("sip: pbx: %w", err)
+	}
+	var trunk []netip.AddrPort
+	if cfg.Trunk != "" {
+		if trunk, err = resolve(ctx, cfg.Trunk); err != nil {
+			return fmt.Errorf("sip: trunk: %w", err)
+		}
+	}
+	tracker, err := callmodel.NewTracker(callmodel.Config{
+		Plan:        plan,
+		PBX:         pbx,
+		Trunk:       trunk,
+		Provider:    cfg.Provider,
+		Observer:    event.ObserverProxy,
+		RingTimeout: time.Duration(cfg.RingTimeout),
+		CallTimeout: time.Duration(cfg.CallTimeout),
+		Grace:       time.Duration(cfg.Grace),
+		MaxCalls:    cfg.MaxCalls,
+	})
+	if err != nil {
+		return fmt.Errorf("sip: invalid configuration: %w", err)
+	}
+	p := newPipeline(cfg.QueueSize, tracker, out, log, time.Now)
+	t.mu.Lock()
+	t.running, t.seenDropped, t.health = p, 0, nil
+	t.mu.Unlock()
+	mode, modeStats, err := newMode(cfg, p.offer, log)
+	if err != nil {
+		return fmt.Errorf("sip: %w", err)
+	}
+	log.Info("sip observer starting", "mode", cfg.Mode, "listen", strings.Join(cfg.Listen, " "), "pbx", cfg.PBX, "trunk", cfg.Trunk)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var last string
+		p.run(ctx, drainTime, func(ms callmodel.Stats) {
+			line := fmt.Sprintf("%+v %+v %+v", ms, modeStats(), p.snapshot())
+			if line == last {
+				return
+			}
+			last = line
+			log.Info("sip observer counters", "model", ms, "observer", modeStats(), "pipeline", p.snapshot())
+		})
+	}()
+	runErr := mode.Run(ctx)
+	cancel()
+	wg.Wait()
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		t.setHealth(runErr)
+		return fmt.Errorf("sip: %s: %w", cfg.Mode, runErr)
+	}
+	return nil
+}
+
+// Health implements plugins.HealthChecker: it reports a mode that stopped with an error, and SIP
+// messages dropped since the previous call because the translation queue was full (the calls
+// went on; their events may be incomplete).
+func (t *Translator) Health(context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.health != nil {
+		return t.health
+	}
+	if t.running == nil {
+		return nil
+	}
+	dropped := t.running.stats.dropped.Load()
+	if n := dropped - t.seenDropped; n > 0 {
+		t.seenDropped = dropped
+		return fmt.Errorf("translation queue full: %d SIP messages dropped since the last check (calls are not affected; their events may be incomplete)", n)
+	}
+	return nil
+}
+
+func (t *Translator) setHealth(err error) {
+	t.mu.Lock()
+	t.health = err
+	t.mu.Unlock()
+}
+
+// resolve turns "host:port" into the addresses it names now. A name is looked up once, at start:
+// a PBX that moves needs the translator restarted (the agent does so when its configuration
+// changes).
+func resolve(ctx context.Context, hostport string) ([]netip.AddrPort, error) {
+	host, port, err := SplitHostPort(hostport, DefaultSIPPort)
+	if err != nil {
+		return nil, err
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.AddrPort{netip.AddrPortFrom(a.Unmap(), uint16(port))}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, fmt.Errorf("look up %q: %w", host, err)
+	}
+	out := make([]netip.AddrPort, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, netip.AddrPortFrom(a.Unmap(), uint16(port)))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("look up %q: no addresses", host)
+	}
+	return out, nil
+}
+
+// readSecretFile reads a secret kept in a file, without its trailing newline.
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read hep_password_file: %w", err)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", errors.New("hep_password_file is empty")
+	}
+	return s, nil
+}
