@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := bin/callwire
 PKGS  := ./...
 
-.PHONY: run build test vet fmt-check tidy-check bench fuzz proto clean
+.PHONY: run build test vet fmt-check tidy-check bench bench-sip fuzz proto clean
 
 run: build
 	./$(BIN) serve
@@ -31,6 +31,12 @@ fmt-check:
 # Load benchmark against PostgreSQL; see docs/benchmarks.md.
 bench:
 	. .ci/services.sh; $(GO) run ./cmd/callwire-bench $(BENCHFLAGS)
+
+# The SIP observer: calls per second through the proxy with translation on and off (sipp, Debian
+# package sip-tester), HEP datagrams translated per second, and the call model's memory; see
+# docs/benchmarks.md.
+bench-sip:
+	$(GO) run ./cmd/callwire-bench-sip $(BENCHFLAGS)
 
 # A short run of every fuzz target.
 FUZZTIME ?= 20s

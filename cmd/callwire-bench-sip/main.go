@@ -1,0 +1,245 @@
+// Command callwire-bench-sip measures the SIP observer.
+//
+// Proxy: it runs two proxies side by side in this process, between the same sipp PBX (a UAS
+// answering every call) and the same sipp trunk (a UAC placing calls at -rate, at most -limit at
+// once): one with translation off (the proxy alone) and one with translation on (the whole `sip`
+// translator: proxy, call model, and an emitter that takes every event at once, as an agent with
+// a fast outbox would). Phases alternate between the two, -calls calls each, -rounds rounds; each
+// phase reports completed calls per second. It prints the medians and their ratio, on ÷ off.
+//
+// Tap: HEP datagrams per second decoded and translated (the call model included), in process, on
+// the datagrams of -hep-calls basic calls with distinct Call-IDs; and the call model's memory per
+// 1,000 calls in progress.
+//
+// Usage:
+//
+//	make bench-sip
+//	go run ./cmd/callwire-bench-sip [flags]
+//
+// See docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/sip"
+	"github.com/callwire/callwire/translators/sip/proxy"
+)
+
+type options struct {
+	rounds, calls, rate, limit int
+	hepCalls                   int
+	scenarios, sipp            string
+	json                       bool
+	cpuprofile                 string
+}
+
+type result struct {
+	Rounds        int       `json:"rounds"`
+	CallsPerPhase int       `json:"callsPerPhase"`
+	Rate          int       `json:"rate"`
+	Limit         int       `json:"limit"`
+	Off           []float64 `json:"offCallsPerSecond"`
+	On            []float64 `json:"onCallsPerSecond"`
+	OffMedian     float64   `json:"offMedian"`
+	OnMedian      float64   `json:"onMedian"`
+	Ratio         float64   `json:"ratio"`
+	FailedOff     int       `json:"failedCallsOff"`
+	FailedOn      int       `json:"failedCallsOn"`
+	Events        uint64    `json:"eventsEmitted"`
+	HEP           []float64 `json:"hepDatagramsPerSecond"`
+	HEPMedian     float64   `json:"hepMedian"`
+	BytesPer1000  float64   `json:"modelBytesPer1000Calls"`
+	CPUs          int       `json:"cpus"`
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 7, "rounds; each runs one phase with translation off and one with it on")
+	flag.IntVar(&o.calls, "calls", 6000, "calls per phase")
+	flag.IntVar(&o.rate, "rate", 8000, "calls per second sipp tries to place (-r)")
+	flag.IntVar(&o.limit, "limit", 1000, "calls sipp keeps in progress at most (-l)")
+	flag.IntVar(&o.hepCalls, "hep-calls", 20000, "basic calls in the HEP stream")
+	flag.StringVar(&o.scenarios, "scenarios", "translators/sip/testdata/sipp", "directory of basic_uac.xml and basic_uas.xml")
+	flag.StringVar(&o.sipp, "sipp", "sipp", "the sipp program")
+	flag.BoolVar(&o.json, "json", false, "print the result as JSON")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (both proxies and the call model) to this file")
+	flag.Parse()
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "callwire-bench-sip:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := run(ctx, o)
+	if err != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "callwire-bench-sip:", err)
+		os.Exit(1)
+	}
+	if o.json {
+		_ = json.NewEncoder(os.Stdout).Encode(r)
+		return
+	}
+	fmt.Printf("proxy, %d rounds of %d calls per phase (sipp -r %d -l %d), %d CPUs\n", r.Rounds, r.CallsPerPhase, r.Rate, r.Limit, r.CPUs)
+	fmt.Printf("  translation off: %s calls/s (median %.0f), %d failed calls\n", fmtRates(r.Off), r.OffMedian, r.FailedOff)
+	fmt.Printf("  translation on:  %s calls/s (median %.0f), %d failed calls, %d events emitted\n", fmtRates(r.On), r.OnMedian, r.FailedOn, r.Events)
+	fmt.Printf("  ratio on/off: %.3f\n", r.Ratio)
+	fmt.Printf("tap: HEP datagrams decoded and translated per second: %s (median %.0f)\n", fmtRates(r.HEP), r.HEPMedian)
+	fmt.Printf("call model memory: %.0f KiB per 1,000 calls in progress\n", r.BytesPer1000/1024)
+}
+
+func fmtRates(v []float64) string {
+	s := ""
+	for i, x := range v {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("%.0f", x)
+	}
+	return s
+}
+
+// countingEmitter takes every event at once and counts it.
+type countingEmitter struct{ n atomic.Uint64 }
+
+func (c *countingEmitter) Emit(_ context.Context, _ event.Event) error {
+	c.n.Add(1)
+	return nil
+}
+
+func run(ctx context.Context, o options) (result, error) {
+	r := result{Rounds: o.rounds, CallsPerPhase: o.calls, Rate: o.rate, Limit: o.limit, CPUs: runtime.NumCPU()}
+	sippPath, err := exec.LookPath(o.sipp)
+	if err != nil {
+		return r, fmt.Errorf("sipp (Debian package sip-tester) is needed: %w", err)
+	}
+	uacScenario, _ := filepath.Abs(filepath.Join(o.scenarios, "basic_uac.xml"))
+	uasScenario, _ := filepath.Abs(filepath.Join(o.scenarios, "basic_uas.xml"))
+	dir, err := os.MkdirTemp("", "callwire-bench-sip")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+
+	var ports [4]int
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return r, err
+		}
+	}
+	pbxPort, trunkPort, offPort, onPort := ports[0], ports[1], ports[2], ports[3]
+	pbx, trunk := fmt.Sprintf("127.0.0.1:%d", pbxPort), fmt.Sprintf("127.0.0.1:%d", trunkPort)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	uas, err := startUAS(ctx, sippPath, dir, uasScenario, pbxPort)
+	if err != nil {
+		return r, err
+	}
+	defer func() { cancel(); _ = uas.Wait() }()
+
+	off, err := proxy.New(proxy.Config{Listen: []string{fmt.Sprintf("udp://127.0.0.1:%d", offPort)}, PBX: pbx, Trunk: trunk, Logger: quiet})
+	if err != nil {
+		return r, err
+	}
+	offDone := make(chan error, 1)
+	go func() { offDone <- off.Run(ctx) }()
+
+	em := &countingEmitter{}
+	cfg, _ := json.Marshal(map[string]any{
+		"mode": "proxy", "listen": []string{fmt.Sprintf("udp://127.0.0.1:%d", onPort)},
+		"pbx": pbx, "trunk": trunk, "numbers": []string{"+15551230100"}, "default_country": "US",
+	})
+	tr := sip.New()
+	tr.Logger = quiet
+	onDone := make(chan error, 1)
+	go func() { onDone <- tr.Run(ctx, cfg, em) }()
+	select {
+	case <-off.Ready():
+	case err := <-offDone:
+		return r, fmt.Errorf("proxy: %w", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the translator's proxy binds
+
+	for i := range o.rounds {
+		order := []bool{false, true}
+		if i%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, on := range order {
+			target := fmt.Sprintf("127.0.0.1:%d", offPort)
+			if on {
+				target = fmt.Sprintf("127.0.0.1:%d", onPort)
+			}
+			res, err := runUAC(ctx, sippPath, dir, uacScenario, trunkPort, target, o.calls, o.rate, o.limit)
+			if err != nil {
+				return r, err
+			}
+			if on {
+				r.On = append(r.On, res.callsPerSecond())
+				r.FailedOn += res.failed
+			} else {
+				r.Off = append(r.Off, res.callsPerSecond())
+				r.FailedOff += res.failed
+			}
+			if !o.json {
+				fmt.Fprintf(os.Stderr, "round %d, translation on=%v: %.0f calls/s, %d ok, %d failed\n", i+1, on, res.callsPerSecond(), res.successful, res.failed)
+			}
+		}
+	}
+	r.OffMedian, r.OnMedian = median(r.Off), median(r.On)
+	if r.OffMedian > 0 {
+		r.Ratio = r.OnMedian / r.OffMedian
+	}
+	time.Sleep(time.Second) // the last events leave the call model
+	r.Events = em.n.Load()
+	cancel()
+	<-offDone
+	<-onDone
+
+	if r.HEP, err = benchHEP(o.hepCalls, o.rounds); err != nil {
+		return r, err
+	}
+	r.HEPMedian = median(r.HEP)
+	if r.BytesPer1000, err = modelMemory(10000); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
