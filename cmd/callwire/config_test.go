@@ -94,10 +94,13 @@ func TestConfigTyposAreRefused(t *testing.T) {
 			args: []string{"agent"}, want: []string{"translators[0].pth: unknown key; did you mean translators[0].path?"}},
 		{name: "agent, built-in translators", yaml: agentCore + "outbox:\n  path: outbox.db\n  dead_letter: dead.jsonl\ntranslators:\n" +
 			"  - name: tap\n    builtin: sip\n    config: {mode: hep, pbx: '10.0.0.20', default_country: US, lisen: []}\n" +
-			"  - name: other\n    builtin: spi\n",
+			"  - name: other\n    builtin: spi\n" +
+			"  - name: pbx\n    builtin: asterisk\n    config: {address: 'pbx.clinic:5038', default_country: GB, secret: x, secret_file: /run/ami}\n",
 			args: []string{"agent"}, want: []string{
 				"translators[0].config.lisen: unknown key; did you mean listen?",
-				`translators[1].builtin: no built-in translator "spi" (built in: sip)`,
+				`translators[1].builtin: no built-in translator "spi" (built in: asterisk, sip)`,
+				"translators[2].config.username: is required",
+				"translators[2].config.secret: set only one of secret, secret_file or secret_env",
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

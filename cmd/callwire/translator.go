@@ -12,6 +12,7 @@ import (
 
 	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/plugins/agent"
+	"github.com/callwire/callwire/translators/asterisk"
 	"github.com/callwire/callwire/translators/sip"
 )
 
@@ -28,6 +29,8 @@ type builtin struct {
 // as `builtin:`.
 func builtins() map[string]builtin {
 	return map[string]builtin{
+		asterisk.Name: {"Asterisk AMI: calls from the Asterisk Manager Interface; see docs/asterisk.md", func() plugins.Translator { return asterisk.New() },
+			func(raw json.RawMessage) error { _, err := asterisk.ParseConfig(raw); return err }},
 		sip.Name: {"SIP observer: a record-routing proxy or a HEPv3 tap; see docs/sip-observer.md", func() plugins.Translator { return sip.New() },
 			func(raw json.RawMessage) error { _, err := sip.ParseConfig(raw); return err }},
 	}

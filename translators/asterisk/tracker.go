@@ -1,0 +1,942 @@
+package asterisk
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/asterisk/ami"
+	"github.com/callwire/callwire/translators/numbering"
+)
+
+// Asterisk channel states (ChannelState in AMI events).
+const (
+	stateRinging = 5 // the far end is ringing
+	stateUp      = 6
+)
+
+// plumbing are channel technologies that are never a phone or a trunk: Local channels join two
+// halves of the dialplan, the others are the PBX's own announcers, recorders and spies.
+var plumbing = []string{"local/", "announcer/", "cbann/", "cbrec/", "recorder/", "snoop/", "message/", "bridge/", "multicast/"}
+
+// TrackerConfig configures a Tracker.
+type TrackerConfig struct {
+	// Plan classifies numbers and gives a clinic number's locations. Required.
+	Plan *numbering.Plan
+	// Provider is the events' provider. Required.
+	Provider string
+	// TrunkChannels are prefixes of trunk channel names; TrunkContexts the contexts trunk
+	// channels start in. A channel matching either is a trunk channel.
+	TrunkChannels []string
+	TrunkContexts []string
+	// EndpointExtensions maps a phone's endpoint, as its channels name it ("PJSIP/frontdesk" or
+	// just "frontdesk"; letter case ignored), to the extension the clinic knows it by. A phone
+	// not in it is known by its endpoint name. Entries with an empty key or value are an error.
+	EndpointExtensions map[string]string
+}
+
+// TrackerStats are the Tracker's counters.
+type TrackerStats struct {
+	Messages int64 `json:"messages"` // AMI events observed
+	Ignored  int64 `json:"ignored"`  // events of no call, or of kinds the model does not use
+	Calls    int64 `json:"calls"`    // calls seen
+	Active   int   `json:"active"`   // calls in progress
+	Emitted  int64 `json:"emitted"`  // canonical events produced
+	Resyncs  int64 `json:"resyncs"`  // views rebuilt from CoreShowChannels
+	Swept    int64 `json:"swept"`    // channels dropped by a Sweep: their Hangup was never seen
+}
+
+// Tracker turns AMI events into canonical call events. It does no I/O and keeps no clock of its
+// own: each event's time is its Timestamp field when Asterisk sends one (manager.conf
+// timestampevents = yes), otherwise the time the caller passes. A Tracker is used from one
+// goroutine.
+//
+// A call is a Linkedid (the providerCallId); its legs are channels, by Uniqueid. A leg whose
+// Linkedid changes (an attended transfer joins two calls) moves to the call it now belongs to.
+// Every event's providerEventId is derived from the call, the event's kind and the channel, so
+// that seeing a call again (after a reconnect or a restart) repeats ids rather than inventing
+// new ones.
+type Tracker struct {
+	cfg   TrackerConfig
+	calls map[string]*call // by the Linkedid the call is filed under
+	alias map[string]string
+	legs  map[string]*leg // by Uniqueid
+	stats TrackerStats
+}
+
+type legKind uint8
+
+const (
+	kindPhone legKind = iota
+	kindTrunk
+	kindPlumbing
+)
+
+type leg struct {
+	uid, name string
+	kind      legKind
+	call      *call
+	state     int
+	cidNum    string
+	cidName   string
+	exten     string // the extension the channel was created for
+	context   string // the context the channel was created in
+	answered  bool   // reported as the answering leg
+	ringing   bool
+	holds     int
+	missing   bool // absent from the last Sweep's list
+	withheld  bool // the caller ID's presentation is prohibited
+}
+
+type call struct {
+	id         string
+	startedAt  time.Time
+	lastAt     time.Time
+	legs       map[string]*leg
+	origin     *leg
+	block      event.Call
+	locs       []string
+	started    bool // call_received or call_placed emitted
+	answered   bool
+	answeredAt time.Time
+	elsewhere  bool // answered outside the PBX's phones: a forward to an outside number
+	voicemail  bool
+	abandoned  bool
+	dialStatus string // the last DialStatus of the originating channel's Dial, else of any Dial
+	originDial bool   // dialStatus came from the originating channel
+	lastCause  int
+	seq        int64
+	transfers  int
+}
+
+// NewTracker returns a Tracker, or an error when cfg lacks what it needs.
+func NewTracker(cfg TrackerConfig) (*Tracker, error) {
+	if cfg.Plan == nil {
+		return nil, errors.New("asterisk tracker: a numbering plan is required")
+	}
+	if cfg.Provider == "" {
+		return nil, errors.New("asterisk tracker: a provider is required")
+	}
+	exts := make(map[string]string, len(cfg.EndpointExtensions))
+	for k, v := range cfg.EndpointExtensions {
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		if k == "" || v == "" {
+			return nil, fmt.Errorf("asterisk tracker: endpoint extension %q → %q: both must be set", k, v)
+		}
+		exts[k] = v
+	}
+	cfg.EndpointExtensions = exts
+	return &Tracker{cfg: cfg, calls: make(map[string]*call), alias: make(map[string]string), legs: make(map[string]*leg)}, nil
+}
+
+// Stats returns the Tracker's counters.
+func (t *Tracker) Stats() TrackerStats {
+	s := t.stats
+	s.Active = len(t.calls)
+	return s
+}
+
+// Active returns the providerCallIds of the calls in progress (in no particular order).
+func (t *Tracker) Active() []string {
+	out := make([]string, 0, len(t.calls))
+	for id := range t.calls {
+		out = append(out, id)
+	}
+	return out
+}
+
+// eventTime is m's Timestamp when it has one, else at.
+func eventTime(m ami.Message, at time.Time) time.Time {
+	if ts := m.Get("Timestamp"); ts != "" {
+		if f, err := strconv.ParseFloat(ts, 64); err == nil && f > 0 && f < 1e11 {
+			sec := int64(f)
+			return time.Unix(sec, int64((f-float64(sec))*1e9)).UTC().Truncate(time.Microsecond)
+		}
+	}
+	return at
+}
+
+// Observe takes one AMI event seen at at and returns the canonical events it completes, in
+// order. It never panics on any message.
+func (t *Tracker) Observe(m ami.Message, at time.Time) []event.Event {
+	t.stats.Messages++
+	at = eventTime(m, at)
+	var out []event.Event
+	switch strings.ToLower(m.Event()) {
+	case "newchannel":
+		if l := t.legOf(m, "", at, &out); l != nil {
+			t.update(l, m, "")
+		}
+	case "newstate":
+		if l := t.legOf(m, "", at, &out); l != nil {
+			t.update(l, m, "")
+			out = append(out, t.stateChanged(l, at)...)
+		}
+	case "newcallerid", "newconnectedline", "newaccountcode", "newexten", "bridgeenter", "bridgeleave":
+		l := t.legOf(m, "", at, &out)
+		if l == nil {
+			break
+		}
+		t.update(l, m, "")
+		if strings.EqualFold(m.Event(), "Newexten") && strings.EqualFold(m.Get("Application"), "VoiceMail") {
+			l.call.voicemail = true
+		}
+	case "dialbegin":
+		src := t.legOf(m, "", at, &out)
+		dst := t.legOf(m, "Dest", at, &out)
+		if dst == nil {
+			break
+		}
+		t.update(dst, m, "Dest")
+		if src != nil {
+			t.update(src, m, "")
+		}
+		out = append(out, t.dialed(dst, at)...)
+	case "dialend":
+		src := t.legOf(m, "", at, &out)
+		dst := t.legOf(m, "Dest", at, &out)
+		status := strings.ToUpper(strings.TrimSpace(m.Get("DialStatus")))
+		if dst != nil {
+			t.update(dst, m, "Dest")
+			if status == "ANSWER" {
+				dst.state = stateUp
+				out = append(out, t.stateChanged(dst, at)...)
+			}
+		}
+		c := callOf(src, dst)
+		if c == nil || status == "" || status == "ANSWER" {
+			break
+		}
+		fromOrigin := src != nil && src == c.origin
+		if fromOrigin || !c.originDial {
+			c.dialStatus, c.originDial = status, fromOrigin
+		}
+	case "hangup":
+		if _, known := t.legs[m.Get("Uniqueid")]; !known {
+			t.stats.Ignored++ // a channel that ended before it was seen
+			break
+		}
+		l := t.legOf(m, "", at, &out)
+		if l == nil {
+			break
+		}
+		c := l.call
+		if n, err := strconv.Atoi(m.Get("Cause")); err == nil && (l == c.origin || c.lastCause == 0) {
+			c.lastCause = n
+		}
+		out = append(out, t.drop(l, at)...)
+	case "hold", "unhold":
+		l := t.legOf(m, "", at, &out)
+		if l == nil {
+			break
+		}
+		out = append(out, t.hold(l, strings.EqualFold(m.Event(), "Unhold"), at)...)
+	case "blindtransfer":
+		out = append(out, t.blindTransfer(m, at)...)
+	case "attendedtransfer":
+		out = append(out, t.attendedTransfer(m, at)...)
+	case "pickup":
+		out = append(out, t.pickup(m, at)...)
+	case "queuecallerabandon":
+		if l := t.legOf(m, "", at, &out); l != nil {
+			l.call.abandoned = true
+		}
+	default:
+		t.stats.Ignored++
+	}
+	t.stats.Emitted += int64(len(out))
+	return out
+}
+
+func callOf(ls ...*leg) *call {
+	for _, l := range ls {
+		if l != nil {
+			return l.call
+		}
+	}
+	return nil
+}
+
+// lookup returns the call filed under linkedid, following the calls it was merged into.
+func (t *Tracker) lookup(linkedid string) *call {
+	for range 8 {
+		if c, ok := t.calls[linkedid]; ok {
+			return c
+		}
+		next, ok := t.alias[linkedid]
+		if !ok {
+			return nil
+		}
+		linkedid = next
+	}
+	return nil
+}
+
+// legOf returns the leg a message is about (its fields prefixed with prefix: "" or "Dest"),
+// creating the leg, and its call, when they are new. A leg whose Linkedid changed moves to its
+// new call. It returns nil for a message about no channel.
+func (t *Tracker) legOf(m ami.Message, prefix string, at time.Time, out *[]event.Event) *leg {
+	uid := m.Get(prefix + "Uniqueid")
+	lid := m.Get(prefix + "Linkedid")
+	if uid == "" {
+		return nil
+	}
+	if lid == "" {
+		lid = uid
+	}
+	if !validID(uid) || !validID(lid) {
+		t.stats.Ignored++
+		return nil
+	}
+	if l, ok := t.legs[uid]; ok {
+		target := t.lookup(lid)
+		switch {
+		case target == nil:
+			t.alias[lid] = l.call.id
+		case target != l.call:
+			*out = append(*out, t.move(l, target, at)...)
+		}
+		return l
+	}
+	c := t.lookup(lid)
+	if c == nil {
+		c = &call{id: lid, startedAt: at, legs: make(map[string]*leg)}
+		t.calls[lid] = c
+		t.stats.Calls++
+	}
+	l := &leg{uid: uid, name: m.Get(prefix + "Channel"), call: c}
+	l.context = m.Get(prefix + "Context")
+	l.exten = m.Get(prefix + "Exten")
+	l.kind = t.kindOf(l.name, l.context)
+	c.legs[uid] = l
+	t.legs[uid] = l
+	if c.origin == nil && l.kind != kindPlumbing && (uid == lid || len(c.legs) == 1 || c.onlyPlumbing(l)) {
+		c.origin = l
+	}
+	return l
+}
+
+func (c *call) onlyPlumbing(except *leg) bool {
+	for _, l := range c.legs {
+		if l != except && l.kind != kindPlumbing {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Tracker) kindOf(name, context string) legKind {
+	low := strings.ToLower(name)
+	for _, p := range plumbing {
+		if strings.HasPrefix(low, p) {
+			return kindPlumbing
+		}
+	}
+	for _, p := range t.cfg.TrunkChannels {
+		if strings.HasPrefix(low, strings.ToLower(p)) {
+			return kindTrunk
+		}
+	}
+	for _, ctx := range t.cfg.TrunkContexts {
+		if context != "" && strings.EqualFold(ctx, context) {
+			return kindTrunk
+		}
+	}
+	return kindPhone
+}
+
+// update refreshes what a leg shows of itself from m's fields under prefix.
+func (t *Tracker) update(l *leg, m ami.Message, prefix string) {
+	if s := m.Get(prefix + "ChannelState"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil {
+			l.state = n
+		}
+	}
+	if v := m.Get(prefix + "CallerIDNum"); v != "" && v != "<unknown>" {
+		l.cidNum = v
+	}
+	if v := m.Get(prefix + "CallerIDName"); v != "" && v != "<unknown>" {
+		l.cidName = v
+	}
+	if v := m.Get(prefix + "CID-CallingPres"); v != "" {
+		l.withheld = strings.Contains(strings.ToLower(v), "prohibited")
+	}
+	if l.exten == "" {
+		l.exten = m.Get(prefix + "Exten")
+	}
+	if l.context == "" {
+		if l.context = m.Get(prefix + "Context"); l.context != "" && l.kind == kindPhone {
+			l.kind = t.kindOf(l.name, l.context)
+		}
+	}
+}
+
+// endpoint is a channel's technology and endpoint name: "PJSIP/201-0000001a" is "PJSIP" and
+// "201".
+func (l *leg) endpoint() (tech, name string) {
+	name = l.name
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		tech, name = name[:i], name[i+1:]
+	}
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		name = name[:i]
+	}
+	return tech, name
+}
+
+// extension is the extension of a phone leg: the one EndpointExtensions gives its endpoint, else
+// the endpoint's name, which FreePBX and most configurations make the extension
+// ("PJSIP/201-0000001a" is 201), else its caller ID number.
+//
+// The channel's own CallerIDNum is not used: on a dialled channel Asterisk sets it to the number
+// that was dialled, which for a ring group or a queue is the group's number or the clinic's DID,
+// not the phone's extension.
+func (t *Tracker) extension(l *leg) string {
+	tech, name := l.endpoint()
+	if len(t.cfg.EndpointExtensions) > 0 && name != "" {
+		if x, ok := t.cfg.EndpointExtensions[strings.ToLower(tech+"/"+name)]; ok {
+			return x
+		}
+		if x, ok := t.cfg.EndpointExtensions[strings.ToLower(name)]; ok {
+			return x
+		}
+	}
+	if name == "" {
+		return l.cidNum
+	}
+	return name
+}
+
+// trunkName is the name of a trunk leg's endpoint, for the call's trunk.
+func (l *leg) trunkName() string {
+	if _, name := l.endpoint(); name != "" {
+		return name
+	}
+	return l.cidNum
+}
+
+// begin decides the call's direction and parties, once, when it first has something to report.
+func (t *Tracker) begin(c *call, callee *leg) {
+	if c.block.Direction != "" {
+		return
+	}
+	o := c.origin
+	if o == nil {
+		o = callee
+	}
+	plan := t.cfg.Plan
+	var from, to event.Party
+	if o != nil {
+		from = plan.Classify(o.cidNum, o.cidName)
+		to = plan.Classify(o.exten, "")
+		if o.withheld {
+			// The caller withheld the number: the PBX knows it, the desk must not see it.
+			from = event.Party{Kind: event.KindAnonymous}
+		}
+	}
+	switch {
+	case o != nil && o.kind == kindTrunk:
+		c.block.Direction = event.Inbound
+	case callee != nil && callee.kind == kindTrunk:
+		c.block.Direction = event.Outbound
+	default:
+		if d, ok := plan.Direction(from, to); ok {
+			c.block.Direction = d
+		} else {
+			c.block.Direction = event.Internal
+		}
+	}
+	if to.EffectiveKind() == event.KindUnknown && callee != nil && callee.kind == kindPhone && c.block.Direction != event.Outbound {
+		to = event.Party{Kind: event.KindExtension, Extension: t.extension(callee)}
+	}
+	c.block.From, c.block.To = &from, &to
+	if c.block.Direction == event.Inbound && to.Number != "" {
+		c.locs = plan.Locations(to.Number)
+	}
+	if c.block.Direction == event.Outbound && from.Number != "" {
+		c.locs = plan.Locations(from.Number)
+	}
+	if o != nil && o.kind == kindTrunk {
+		c.block.Trunk = o.trunkName()
+	} else if callee != nil && callee.kind == kindTrunk {
+		c.block.Trunk = callee.trunkName()
+	}
+}
+
+// start emits call_received (inbound) or call_placed, once.
+func (t *Tracker) start(c *call, callee *leg, at time.Time) []event.Event {
+	if c.started {
+		return nil
+	}
+	t.begin(c, callee)
+	c.started = true
+	typ := event.CallPlaced
+	if c.block.Direction == event.Inbound {
+		typ = event.CallReceived
+	}
+	return []event.Event{t.emit(c, typ, at, c.id+"/"+string(typ))}
+}
+
+// dialed handles a Dial towards dst.
+func (t *Tracker) dialed(dst *leg, at time.Time) []event.Event {
+	c := dst.call
+	if dst.kind == kindPlumbing || dst == c.origin {
+		return nil
+	}
+	if c.origin != nil && c.origin.kind == kindTrunk && dst.kind == kindTrunk {
+		return nil // a call forwarded out: it started when a phone rang, or ends as it ends
+	}
+	dst.ringing = true
+	return t.start(c, dst, at)
+}
+
+// stateChanged reacts to a leg's new state: a phone ringing, a called leg answering.
+func (t *Tracker) stateChanged(l *leg, at time.Time) []event.Event {
+	c := l.call
+	if l.kind == kindPlumbing || l == c.origin {
+		return nil
+	}
+	switch l.state {
+	case stateRinging:
+		if l.kind == kindPhone || !c.started {
+			return t.dialed(l, at)
+		}
+	case stateUp:
+		if l.answered {
+			return nil
+		}
+		if c.origin != nil && c.origin.kind == kindTrunk && l.kind == kindTrunk {
+			// An inbound call forwarded to an outside number (follow-me to a mobile) answered
+			// there: someone took it, though no clinic phone did. No call_answered (there is no
+			// phone to name); the call ends answered elsewhere, not missed.
+			l.answered = true
+			if !c.answered {
+				c.answered, c.answeredAt, c.elsewhere = true, at, true
+			}
+			return nil
+		}
+		out := t.start(c, l, at)
+		l.answered = true
+		if !c.answered {
+			c.answered, c.answeredAt = true, at
+		}
+		e := t.emit(c, event.CallAnswered, at, c.id+"/answered/"+l.uid)
+		if l.kind == kindPhone {
+			e.AnsweredBy = t.extension(l)
+		}
+		return append(out, e)
+	}
+	return nil
+}
+
+// drop removes a leg that hung up, and ends its call when it was the last.
+func (t *Tracker) drop(l *leg, at time.Time) []event.Event {
+	c := l.call
+	delete(c.legs, l.uid)
+	delete(t.legs, l.uid)
+	if len(c.legs) > 0 {
+		return nil
+	}
+	return t.end(c, at)
+}
+
+// end reports the end of a call and forgets it.
+func (t *Tracker) end(c *call, at time.Time) []event.Event {
+	for uid := range c.legs {
+		delete(t.legs, uid)
+	}
+	delete(t.calls, c.id)
+	for a, target := range t.alias {
+		if target == c.id || a == c.id {
+			delete(t.alias, a)
+		}
+	}
+	if !c.started && c.origin == nil {
+		return nil // nothing but plumbing was ever seen
+	}
+	t.begin(c, nil)
+	at = later(at, c.lastAt)
+	var out []event.Event
+	var d event.Disposition
+	switch {
+	case c.answered:
+		d = event.DispositionAnswered
+	case c.voicemail:
+		d = event.DispositionVoicemail
+	case c.abandoned:
+		d = event.DispositionCancelled
+	default:
+		d = c.failure()
+	}
+	if !c.started && c.block.Direction != event.Inbound {
+		out = append(out, t.start(c, nil, at)...)
+	}
+	if !c.answered && c.block.Direction == event.Inbound {
+		out = append(out, t.emit(c, event.CallMissed, at, c.id+"/missed"))
+	}
+	e := t.emit(c, event.CallEnded, at, c.id+"/ended")
+	e.Disposition = d
+	if c.elsewhere {
+		e.AnsweredElsewhere = event.Ptr(true)
+	}
+	e.Duration = event.Ptr(seconds(at.Sub(c.startedAt)))
+	if c.answered {
+		e.TalkTime = event.Ptr(seconds(at.Sub(c.answeredAt)))
+	} else {
+		e.TalkTime = event.Ptr(0.0)
+	}
+	return append(out, e)
+}
+
+// failure is how an unanswered call ended, from its Dial status, else the hangup cause.
+func (c *call) failure() event.Disposition {
+	switch c.dialStatus {
+	case "BUSY":
+		return event.DispositionBusy
+	case "NOANSWER":
+		return event.DispositionNoAnswer
+	case "CANCEL":
+		return event.DispositionCancelled
+	case "CONGESTION", "CHANUNAVAIL", "INVALIDARGS", "DONTCALL", "TORTURE":
+		return event.DispositionFailed
+	}
+	switch c.lastCause {
+	case 17:
+		return event.DispositionBusy
+	case 18, 19:
+		return event.DispositionNoAnswer
+	case 21:
+		return event.DispositionRejected
+	case 0, 16, 31:
+		return event.DispositionCancelled
+	}
+	return event.DispositionFailed
+}
+
+func seconds(d time.Duration) float64 {
+	if d < 0 {
+		return 0
+	}
+	return float64(d.Milliseconds()) / 1000
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// move takes leg l into call to (its Linkedid changed); a call left without legs ends.
+func (t *Tracker) move(l *leg, to *call, at time.Time) []event.Event {
+	from := l.call
+	delete(from.legs, l.uid)
+	l.call = to
+	to.legs[l.uid] = l
+	if len(from.legs) == 0 {
+		return t.merge(from, to, at)
+	}
+	return nil
+}
+
+// merge ends call from, whose channels now belong to call to.
+func (t *Tracker) merge(from, to *call, at time.Time) []event.Event {
+	for uid, l := range from.legs {
+		l.call = to
+		to.legs[uid] = l
+	}
+	from.legs = map[string]*leg{}
+	for a, target := range t.alias {
+		if target == from.id {
+			t.alias[a] = to.id
+		}
+	}
+	out := t.end(from, at)
+	t.alias[from.id] = to.id
+	return out
+}
+
+func (t *Tracker) hold(l *leg, released bool, at time.Time) []event.Event {
+	c := l.call
+	kind := "hold"
+	if released {
+		kind = "unhold"
+	} else {
+		l.holds++
+	}
+	out := t.start(c, nil, at)
+	e := t.emit(c, event.CallHold, at, c.id+"/"+kind+"/"+l.uid+"/"+strconv.Itoa(max(l.holds, 1)))
+	e.Released = event.Ptr(released)
+	return append(out, e)
+}
+
+// pickup handles a phone picking up another's ringing call (a pickup code, or a BLF key): the
+// picking phone's channel joins the ringing call and answers it. Its own call, begun by
+// dialling the pickup code, was never a call of its own and is forgotten without a word.
+func (t *Tracker) pickup(m ami.Message, at time.Time) []event.Event {
+	var out []event.Event
+	p := t.legOf(m, "", at, &out)
+	target := t.legOf(m, "Target", at, &out)
+	if p == nil || target == nil || p.kind == kindPlumbing {
+		return out
+	}
+	c := target.call
+	if old := p.call; old != c {
+		delete(old.legs, p.uid)
+		p.call = c
+		c.legs[p.uid] = p
+		if old.origin == p {
+			old.origin = nil
+		}
+		if len(old.legs) == 0 && !old.started {
+			delete(t.calls, old.id)
+			t.alias[old.id] = c.id
+			for a, to := range t.alias {
+				if to == old.id {
+					t.alias[a] = c.id
+				}
+			}
+		} else if len(old.legs) == 0 {
+			out = append(out, t.merge(old, c, at)...)
+		}
+	}
+	if p.answered {
+		return out
+	}
+	out = append(out, t.start(c, target, at)...)
+	p.answered = true
+	if !c.answered {
+		c.answered, c.answeredAt = true, at
+	}
+	e := t.emit(c, event.CallAnswered, at, c.id+"/answered/"+p.uid)
+	if p.kind == kindPhone {
+		e.AnsweredBy = t.extension(p)
+	}
+	return append(out, e)
+}
+
+func (t *Tracker) blindTransfer(m ami.Message, at time.Time) []event.Event {
+	if !strings.EqualFold(m.Get("Result"), "Success") && m.Get("Result") != "" {
+		return nil
+	}
+	var out []event.Event
+	l := t.legOf(m, "Transferee", at, &out)
+	if l == nil {
+		l = t.legOf(m, "Transferer", at, &out)
+	}
+	if l == nil {
+		return out
+	}
+	c := l.call
+	c.transfers++
+	out = append(out, t.start(c, nil, at)...)
+	e := t.emit(c, event.CallTransferred, at, c.id+"/transferred/"+strconv.Itoa(c.transfers))
+	e.Mode = event.TransferBlind
+	to := t.cfg.Plan.Classify(m.Get("Extension"), "")
+	e.TransferTo = &to
+	return append(out, e)
+}
+
+func (t *Tracker) attendedTransfer(m ami.Message, at time.Time) []event.Event {
+	if !strings.EqualFold(m.Get("Result"), "Success") && m.Get("Result") != "" {
+		return nil
+	}
+	var out []event.Event
+	orig := t.legOf(m, "OrigTransferer", at, &out)
+	second := t.legOf(m, "SecondTransferer", at, &out)
+	if orig == nil {
+		return out
+	}
+	c := orig.call
+	c.transfers++
+	out = append(out, t.start(c, nil, at)...)
+	e := t.emit(c, event.CallTransferred, at, c.id+"/transferred/"+strconv.Itoa(c.transfers))
+	e.Mode = event.TransferAttended
+	var target *leg
+	if tt := t.legOf(m, "TransferTarget", at, &out); tt != nil && tt.kind != kindPlumbing {
+		target = tt
+	}
+	if second != nil && second.call != c {
+		consult := second.call
+		if target == nil {
+			for _, l := range consult.legs {
+				if l != second && l.kind != kindPlumbing && (target == nil || l.uid < target.uid) {
+					target = l
+				}
+			}
+		}
+		// The consultation call's channels now belong to the transferred call.
+		out = append(out, t.merge(consult, c, at)...)
+	}
+	if target != nil {
+		var to event.Party
+		if target.kind == kindPhone {
+			to = event.Party{Kind: event.KindExtension, Extension: t.extension(target)}
+		} else {
+			to = t.cfg.Plan.Classify(target.cidNum, target.cidName)
+		}
+		e.TransferTo = &to
+	}
+	// The transfer event goes after the consultation call's end, but before anything of c.
+	return append(out, e)
+}
+
+// Resync rebuilds the view from a CoreShowChannels list taken at at: channels the Tracker
+// knows that are no longer up hung up while it was not listening (their calls end, as of at);
+// channels it does not know are taken in, and what they show (ringing, answered) is reported
+// with the same ids as if it had been seen live.
+func (t *Tracker) Resync(channels []ami.Message, at time.Time) []event.Event {
+	t.stats.Resyncs++
+	up := make(map[string]bool, len(channels))
+	for _, m := range channels {
+		up[m.Get("Uniqueid")] = true
+	}
+	var out []event.Event
+	var gone []*leg
+	for uid, l := range t.legs {
+		if !up[uid] {
+			gone = append(gone, l)
+		}
+	}
+	sortLegs(gone)
+	for _, l := range gone {
+		if _, still := t.legs[l.uid]; still {
+			out = append(out, t.drop(l, at)...)
+		}
+	}
+	// Originating channels first, so that each call's origin is known before its other legs.
+	ordered := make([]ami.Message, 0, len(channels))
+	for _, m := range channels {
+		if m.Get("Uniqueid") == m.Get("Linkedid") {
+			ordered = append(ordered, m)
+		}
+	}
+	for _, m := range channels {
+		if m.Get("Uniqueid") != m.Get("Linkedid") {
+			ordered = append(ordered, m)
+		}
+	}
+	for _, m := range ordered {
+		if _, known := t.legs[m.Get("Uniqueid")]; known {
+			continue
+		}
+		l := t.legOf(m, "", at, &out)
+		if l == nil {
+			continue
+		}
+		if l.call.started || len(l.call.legs) == 1 {
+			if s := linkedStart(l.call.id); !s.IsZero() && s.Before(l.call.startedAt) {
+				l.call.startedAt = s
+			}
+		}
+		t.update(l, m, "")
+		if strings.EqualFold(m.Get("Application"), "VoiceMail") {
+			l.call.voicemail = true
+		}
+		out = append(out, t.stateChanged(l, at)...)
+	}
+	t.stats.Emitted += int64(len(out))
+	return out
+}
+
+// validID reports whether a Uniqueid or Linkedid can become part of an event's ids: short
+// enough, valid UTF-8, no control characters.
+func validID(s string) bool {
+	if len(s) > event.MaxIDLength/2 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Sweep checks the Tracker's channels against a CoreShowChannels list taken at at, while
+// connected: a channel absent from two lists in a row hung up without its Hangup being seen
+// (it cannot have been in flight for a whole interval), and is dropped; a call left without
+// channels ends. Channels in the list that the Tracker does not know are left to their events.
+func (t *Tracker) Sweep(channels []ami.Message, at time.Time) []event.Event {
+	up := make(map[string]bool, len(channels))
+	for _, m := range channels {
+		up[m.Get("Uniqueid")] = true
+	}
+	var gone []*leg
+	for uid, l := range t.legs {
+		switch {
+		case up[uid]:
+			l.missing = false
+		case l.missing:
+			gone = append(gone, l)
+		default:
+			l.missing = true
+		}
+	}
+	sortLegs(gone)
+	var out []event.Event
+	for _, l := range gone {
+		if _, still := t.legs[l.uid]; still {
+			out = append(out, t.drop(l, at)...)
+		}
+	}
+	t.stats.Swept += int64(len(gone))
+	t.stats.Emitted += int64(len(out))
+	return out
+}
+
+// linkedStart reads the creation time Asterisk writes in a Uniqueid ("[system-]1529936598.168":
+// seconds since 1970, then a counter).
+func linkedStart(uid string) time.Time {
+	if i := strings.LastIndexByte(uid, '-'); i >= 0 {
+		uid = uid[i+1:]
+	}
+	if i := strings.IndexByte(uid, '.'); i > 0 {
+		uid = uid[:i]
+	}
+	n, err := strconv.ParseInt(uid, 10, 64)
+	if err != nil || n < 1e9 || n > 1e11 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0).UTC()
+}
+
+func sortLegs(ls []*leg) {
+	for i := 1; i < len(ls); i++ {
+		for j := i; j > 0 && ls[j].uid < ls[j-1].uid; j-- {
+			ls[j], ls[j-1] = ls[j-1], ls[j]
+		}
+	}
+}
+
+// emit builds the next event of call c.
+func (t *Tracker) emit(c *call, typ event.Type, at time.Time, id string) event.Event {
+	c.seq++
+	at = later(at, c.lastAt)
+	c.lastAt = at
+	e := event.New(typ, c.id, at, copyCall(c.block))
+	e.Provider = t.cfg.Provider
+	e.Observer = event.ObserverPBXAPI
+	e.Sequence = c.seq
+	e.ProviderEventID = id
+	if len(c.locs) > 0 {
+		e.Locations = append([]string(nil), c.locs...)
+	}
+	return e
+}
+
+func copyCall(b event.Call) event.Call {
+	if b.From != nil {
+		f := *b.From
+		b.From = &f
+	}
+	if b.To != nil {
+		to := *b.To
+		b.To = &to
+	}
+	return b
+}
