@@ -98,7 +98,7 @@ func TestConfigTyposAreRefused(t *testing.T) {
 			"  - name: pbx\n    builtin: asterisk\n    config: {address: 'pbx.clinic:5038', default_country: GB, secret: x, secret_file: /run/ami}\n",
 			args: []string{"agent"}, want: []string{
 				"translators[0].config.lisen: unknown key; did you mean listen?",
-				`translators[1].builtin: no built-in translator "spi" (built in: asterisk, sip)`,
+				`translators[1].builtin: no built-in translator "spi" (built in: asterisk, ringcentral, sip)`,
 				"translators[2].config.username: is required",
 				"translators[2].config.secret: set only one of secret, secret_file or secret_env",
 			}},

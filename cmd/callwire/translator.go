@@ -13,6 +13,7 @@ import (
 	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/plugins/agent"
 	"github.com/callwire/callwire/translators/asterisk"
+	"github.com/callwire/callwire/translators/ringcentral"
 	"github.com/callwire/callwire/translators/sip"
 )
 
@@ -33,6 +34,8 @@ func builtins() map[string]builtin {
 			func(raw json.RawMessage) error { _, err := asterisk.ParseConfig(raw); return err }},
 		sip.Name: {"SIP observer: a record-routing proxy or a HEPv3 tap; see docs/sip-observer.md", func() plugins.Translator { return sip.New() },
 			func(raw json.RawMessage) error { _, err := sip.ParseConfig(raw); return err }},
+		ringcentral.Name: {"RingCentral: live telephony-session notifications and the call log; see docs/ringcentral.md", func() plugins.Translator { return ringcentral.New() },
+			func(raw json.RawMessage) error { _, err := ringcentral.ParseConfig(raw); return err }},
 	}
 }
 

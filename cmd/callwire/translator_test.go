@@ -12,13 +12,13 @@ import (
 func TestBuiltinTranslatorUnknown(t *testing.T) {
 	c := newCLI(t)
 	out, errOut, code := c.run("translator", "nosuch")
-	if code != 1 || !strings.Contains(errOut, `no built-in translator "nosuch" (built in: asterisk, sip)`) {
+	if code != 1 || !strings.Contains(errOut, `no built-in translator "nosuch" (built in: asterisk, ringcentral, sip)`) {
 		t.Errorf("callwire translator nosuch: exit %d, stderr %q", code, errOut)
 	}
 	if out != "" {
 		t.Errorf("callwire translator nosuch wrote to stdout: %q", out)
 	}
-	if list, errOut, code := c.run("translator"); code != 0 || !strings.HasPrefix(list, "asterisk\t") || !strings.Contains(list, "\nsip\t") {
+	if list, errOut, code := c.run("translator"); code != 0 || !strings.HasPrefix(list, "asterisk\t") || !strings.Contains(list, "\nringcentral\t") || !strings.Contains(list, "\nsip\t") {
 		t.Errorf("callwire translator without a name must list the built-in translators: exit %d, stdout %q, stderr %q", code, list, errOut)
 	}
 	if help := c.ok("--help"); strings.Contains(help, "\n  translator ") {

@@ -1,0 +1,356 @@
+package ringcentral
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/numbering"
+)
+
+// Party status codes of a telephony session.
+const (
+	statusSetup      = "Setup"
+	statusProceeding = "Proceeding"
+	statusAnswered   = "Answered"
+	statusHold       = "Hold"
+	statusParked     = "Parked"
+	statusVoiceMail  = "VoiceMail"
+	statusVMScreen   = "VoiceMailScreening"
+	statusDisconn    = "Disconnected"
+	statusGone       = "Gone"
+	// transferred marks a party that left the call by transferring it: the call goes on.
+	transferred = "Transferred (local)"
+)
+
+// The providerEventIds of the events a call has at most once. The live path and the call-log
+// poll give them the same ids, so the core keeps whichever arrives first and drops the other.
+const (
+	idReceived = "rc-received"
+	idPlaced   = "rc-placed"
+	idAnswered = "rc-answered"
+	idMissed   = "rc-missed"
+	idEnded    = "rc-ended"
+)
+
+// recordedID is the providerEventId of a recording's call_recorded.
+func recordedID(recordingID string) string { return "rc-recording-" + recordingID }
+
+// callState is what the live path knows of one telephony session.
+type callState struct {
+	id        string
+	call      event.Call
+	locations []string
+	started   time.Time
+	answered  time.Time
+	lastSeq   int64
+	heard     time.Time // when the last notification came, by the local clock
+	announced bool
+	voicemail bool
+	missed    bool
+	ended     bool
+	reason    string            // the last terminal reason seen
+	parties   map[string]string // party id → its last status code
+	// pending is a transfer whose target has not shown yet: its call_transferred waits for the
+	// first new party of the session (the target), or for the call's end.
+	pending *pendingTransfer
+}
+
+// pendingTransfer is a transferring party's exit, remembered until the target's party shows.
+type pendingTransfer struct {
+	id   string // the call_transferred's providerEventId
+	at   time.Time
+	seq  int64
+	mode event.TransferMode
+}
+
+// calls turns telephony-session notifications into canonical events. It keeps the state of the
+// sessions in progress; it is used from one goroutine.
+type calls struct {
+	plan     *numbering.Plan
+	provider string
+	maxAge   time.Duration
+	byID     map[string]*callState
+}
+
+func newCalls(plan *numbering.Plan, provider string, maxAge time.Duration) *calls {
+	return &calls{plan: plan, provider: provider, maxAge: maxAge, byID: map[string]*callState{}}
+}
+
+// observe maps one notification to the events it causes, in order. now is the local time, for
+// forgetting sessions; the events carry the notification's eventTime.
+func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Event {
+	st := c.byID[ev.TelephonySessionID]
+	if st == nil {
+		st = &callState{id: ev.TelephonySessionID, started: ev.at, lastSeq: -1, parties: map[string]string{}}
+		c.byID[st.id] = st
+	}
+	st.heard = now
+	if ev.Sequence != 0 && ev.Sequence <= st.lastSeq {
+		return nil // a notification seen before (the gateway redelivers after a reconnect)
+	}
+	st.lastSeq = max(st.lastSeq, ev.Sequence)
+	if st.ended {
+		return nil
+	}
+	if st.call.Direction == "" {
+		if p, ok := mainParty(ev.Parties); ok {
+			st.call, st.locations = c.callOf(p)
+		} else {
+			return nil
+		}
+	}
+	var out []event.Event
+	emit := func(t event.Type, id string, set func(*event.Event)) {
+		e := event.New(t, st.id, ev.at, st.call)
+		e.Provider = c.provider
+		e.Observer = event.ObserverPBXAPI
+		e.ProviderEventID = id
+		e.Sequence = ev.Sequence
+		if len(st.locations) > 0 {
+			e.Locations = st.locations
+		}
+		if len(raw) > 0 && len(raw) <= 64<<10 {
+			e.Raw = append([]byte(nil), raw...)
+		}
+		if set != nil {
+			set(&e)
+		}
+		out = append(out, e)
+	}
+	announce := func() {
+		if st.announced {
+			return
+		}
+		st.announced = true
+		if st.call.Direction == event.Outbound {
+			emit(event.CallPlaced, idPlaced, nil)
+		} else {
+			emit(event.CallReceived, idReceived, nil)
+		}
+	}
+	emitTransfer := func(tr *pendingTransfer, to *event.Party) {
+		emit(event.CallTransferred, tr.id, func(e *event.Event) {
+			e.OccurredAt, e.Sequence = tr.at, tr.seq
+			e.Mode = tr.mode
+			e.TransferTo = to
+		})
+	}
+	terminal := false
+	first := len(st.parties) == 0 // the session's first notification: its parties join no transfer
+	var joined []eventParty       // parties new in this notification, before a transfer in it
+	for _, p := range ev.Parties {
+		code, prev := p.Status.Code, st.parties[p.ID]
+		if code == prev {
+			continue
+		}
+		st.parties[p.ID] = code
+		if prev == "" && code != statusDisconn && code != statusGone {
+			if st.pending != nil {
+				// The first party to join after a transfer is its target.
+				tr, to := st.pending, c.target(p)
+				st.pending = nil
+				emitTransfer(tr, &to)
+			} else if !first {
+				joined = append(joined, p)
+			}
+		}
+		if p.MissedCall {
+			st.missed = true
+		}
+		switch code {
+		case statusSetup, statusProceeding:
+			announce()
+		case statusAnswered:
+			announce()
+			if prev == statusHold {
+				emit(event.CallHold, fmt.Sprintf("rc-unhold-%s-%d", p.ID, ev.Sequence), func(e *event.Event) { e.Released = event.Ptr(true) })
+				continue
+			}
+			if st.answered.IsZero() {
+				st.answered = ev.at
+				by := p.To.ExtensionNumber
+				if st.call.Direction == event.Outbound || strings.EqualFold(p.Direction, "Outbound") {
+					by = p.From.ExtensionNumber
+				}
+				emit(event.CallAnswered, idAnswered, func(e *event.Event) { e.AnsweredBy = cut(by, event.MaxExtensionLength) })
+			}
+		case statusHold:
+			announce()
+			emit(event.CallHold, fmt.Sprintf("rc-hold-%s-%d", p.ID, ev.Sequence), func(e *event.Event) { e.Released = event.Ptr(false) })
+		case statusVoiceMail, statusVMScreen:
+			announce()
+			st.voicemail = true
+		case statusDisconn, statusGone:
+			st.reason = p.Status.Reason
+			switch p.Status.Reason {
+			case "BlindTransfer", "AttendedTransfer":
+				mode := event.TransferBlind
+				if p.Status.Reason == "AttendedTransfer" {
+					mode = event.TransferAttended
+				}
+				if st.pending != nil {
+					emitTransfer(st.pending, nil) // a second transfer before the first's target showed
+				}
+				// call_transferred waits for the target's party, which names it.
+				st.pending = &pendingTransfer{id: fmt.Sprintf("rc-transfer-%s-%d", p.ID, ev.Sequence), at: ev.at, seq: ev.Sequence, mode: mode}
+				// The call goes on with the transfer target: this party's end is not the call's.
+				st.parties[p.ID] = transferred
+				continue
+			}
+			terminal = true
+		}
+	}
+	if st.pending != nil && len(joined) > 0 {
+		// The target was listed before the transferring party in the same notification.
+		tr, to := st.pending, c.target(joined[0])
+		st.pending = nil
+		emitTransfer(tr, &to)
+	}
+	if terminal && c.allEnded(st) {
+		st.ended = true
+		if st.pending != nil {
+			// The target never showed: the transfer is still told, without a target.
+			emitTransfer(st.pending, nil)
+			st.pending = nil
+		}
+		if st.missed && st.answered.IsZero() && !st.voicemail {
+			emit(event.CallMissed, idMissed, nil)
+		}
+		disp := disposition(st)
+		emit(event.CallEnded, idEnded, func(e *event.Event) {
+			e.Disposition = disp
+			e.Duration = event.Ptr(max(ev.at.Sub(st.started).Seconds(), 0))
+			if !st.answered.IsZero() {
+				e.TalkTime = event.Ptr(max(ev.at.Sub(st.answered).Seconds(), 0))
+			}
+		})
+	}
+	return out
+}
+
+// allEnded reports whether no party of st is still in the call.
+func (c *calls) allEnded(st *callState) bool {
+	for _, code := range st.parties {
+		if code != statusDisconn && code != statusGone && code != transferred {
+			return false
+		}
+	}
+	return true
+}
+
+// disposition is how a call the live path saw end ended.
+func disposition(st *callState) event.Disposition {
+	switch {
+	case st.voicemail:
+		return event.DispositionVoicemail
+	case !st.answered.IsZero():
+		return event.DispositionAnswered
+	}
+	switch st.reason {
+	case "Busy", "BusyHere":
+		return event.DispositionBusy
+	case "Rejected", "Declined":
+		return event.DispositionRejected
+	case "Cancelled", "CallerHangup", "HangUp":
+		return event.DispositionCancelled
+	case "Failed", "Error", "InternalError":
+		return event.DispositionFailed
+	}
+	return event.DispositionNoAnswer
+}
+
+// forget drops the sessions ended or not heard of for maxAge, and returns how many remain.
+func (c *calls) forget(now time.Time) int {
+	for id, st := range c.byID {
+		if now.Sub(st.heard) > c.maxAge || (st.ended && now.Sub(st.heard) > 10*time.Minute) {
+			delete(c.byID, id)
+		}
+	}
+	return len(c.byID)
+}
+
+// mainParty is the party whose ends describe the call: the first with a direction.
+func mainParty(ps []eventParty) (eventParty, bool) {
+	for _, p := range ps {
+		if p.Direction != "" {
+			return p, true
+		}
+	}
+	if len(ps) > 0 {
+		return ps[0], true
+	}
+	return eventParty{}, false
+}
+
+// callOf is the call block and locations of a call as its main party describes it.
+func (c *calls) callOf(p eventParty) (event.Call, []string) {
+	return c.callBlock(p.Direction, p.From, p.To)
+}
+
+// callBlock classifies the two ends of a call, tells its direction (from the numbers when they
+// tell, else from RingCentral's direction), and the locations its clinic number wakes.
+func (c *calls) callBlock(direction string, from, to endpoint) (event.Call, []string) {
+	f, t := c.party(from), c.party(to)
+	dir, ok := c.plan.Direction(f, t)
+	if !ok {
+		dir = event.Inbound
+		if strings.EqualFold(direction, "Outbound") {
+			dir = event.Outbound
+		}
+	}
+	var locs []string
+	switch dir {
+	case event.Inbound:
+		locs = c.plan.Locations(t.Number)
+	case event.Outbound:
+		locs = c.plan.Locations(f.Number)
+	}
+	return event.Call{Direction: dir, From: &f, To: &t}, locs
+}
+
+// target is the party a transfer sent the call to, from the target's own party: the end it
+// rings (its to) or, for a party that is the calling side, its from. An end with an extension
+// number is that extension (the clinic's phone the call went to); otherwise its phone number.
+func (c *calls) target(p eventParty) event.Party {
+	e := p.To
+	if strings.EqualFold(p.Direction, "Outbound") && e.PhoneNumber == "" && e.ExtensionNumber == "" {
+		e = p.From
+	}
+	if e.ExtensionNumber != "" {
+		return c.plan.Classify(e.ExtensionNumber, e.Name)
+	}
+	return c.party(e)
+}
+
+// party classifies one end: its phone number when it has one, else its extension number.
+func (c *calls) party(e endpoint) event.Party {
+	text := e.PhoneNumber
+	if text == "" {
+		text = e.ExtensionNumber
+	}
+	if text == "" {
+		return event.Party{Kind: event.KindUnknown, Name: cut(strings.TrimSpace(e.Name), event.MaxNameLength)}
+	}
+	p := c.plan.Classify(text, e.Name)
+	if p.Kind == event.KindE164 && p.Extension == "" && e.ExtensionNumber != "" && e.PhoneNumber != "" {
+		p.Extension = cut(e.ExtensionNumber, event.MaxExtensionLength)
+	}
+	return p
+}
+
+// cut shortens s to at most n runes, made valid UTF-8 without control characters.
+func cut(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n])
+}

@@ -1,0 +1,85 @@
+package ringcentral_test
+
+// End to end with real processes: a real `callwire serve`, a real `callwire agent` running the
+// built-in `ringcentral` translator against the fake RingCentral of the tests, and a kill -9 of
+// the translator in the middle of a call.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/callwire/callwire/cmd/callwire/e2etest"
+	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/ringcentral"
+)
+
+func TestKillTranslatorMidCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the callwire binary")
+	}
+	dir := t.TempDir()
+	bin, err := e2etest.Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := ringcentral.NewFakeRC(t)
+	core := e2etest.StartCore(t, bin)
+	adir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(adir, "rc-secret"), []byte("client-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.AgentConfig(t, adir, core.URL(), core.ClientID, core.Secret, fmt.Sprintf(`  - name: rc
+    builtin: ringcentral
+    config:
+      server: %s
+      client_id: client-id
+      client_secret_file: %s
+      jwt: the-jwt
+      cursor_file: %s
+      default_country: US
+      numbers: ["+16505550100"]
+`, rc.URL(), filepath.Join(adir, "rc-secret"), filepath.Join(adir, "rc.cursor")))
+	agent := e2etest.StartAgent(t, bin, adir)
+	st := core.OpenStore()
+	const callID = "s-a0d7e4d8b7a7fz1885c9bd8e8ez0001"
+	stored := func() []string {
+		_, evs, err := st.GetCall(t.Context(), core.Org, "ringcentral", callID)
+		if err != nil {
+			return nil
+		}
+		var out []string
+		for _, e := range evs {
+			var ev event.Event
+			if err := json.Unmarshal(e.Body, &ev); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(ev.Type))
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	e2etest.Eventually(t, 20*time.Second, "the subscription", func() bool { return rc.Subscriptions() >= 1 })
+	rc.Push(t, "normal_call", 0, 3) // setup, proceeding, answered
+	e2etest.Eventually(t, 20*time.Second, "call_received and call_answered stored", func() bool { return len(stored()) == 2 })
+
+	pids := agent.TranslatorPIDs()
+	if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.Eventually(t, 30*time.Second, "the translator restarted and resubscribed", func() bool { return rc.Subscriptions() >= 2 })
+	// The gateway redelivers the whole call, then its end.
+	rc.Push(t, "normal_call", 0, 4)
+	want := []string{"call_answered", "call_ended", "call_received"}
+	e2etest.Eventually(t, 20*time.Second, "call_ended stored", func() bool { return slices.Equal(stored(), want) })
+	time.Sleep(500 * time.Millisecond)
+	if got := stored(); !slices.Equal(got, want) {
+		t.Fatalf("stored %v, want %v: nothing lost, nothing twice", got, want)
+	}
+}

@@ -1,0 +1,273 @@
+package ringcentral
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+)
+
+// fakeRC is a RingCentral platform in the test: OAuth (JWT grant and refresh), the WebSocket
+// token, a WebSocket gateway that takes a subscription and pushes notifications, and the call
+// log. Its payloads come from testdata (see testdata/README.md).
+type fakeRC struct {
+	t   testing.TB
+	srv *httptest.Server
+
+	mu         sync.Mutex
+	tokenLife  int                  // seconds an access token lives
+	tokens     map[string]time.Time // valid access tokens and their expiry
+	refresh    map[string]bool
+	n          int
+	grants     []string
+	subscribed int
+	wsConns    []net.Conn
+	pages      [][]callLogRecord
+	fail429    int // call-log requests still to answer 429
+	logCalls   int
+	subExpires int      // the expiresIn of a subscription
+	requests   []string // the ClientRequests taken, as "METHOD path"
+
+	push chan []byte // notification bodies for the connected socket
+}
+
+func newFakeRC(t testing.TB) *fakeRC {
+	f := &fakeRC{t: t, tokenLife: 3600, subExpires: 899, tokens: map[string]time.Time{}, refresh: map[string]bool{}, push: make(chan []byte, 256)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /restapi/oauth/token", f.token)
+	mux.HandleFunc("POST /restapi/oauth/wstoken", f.wstoken)
+	mux.HandleFunc("GET /ws", f.socket)
+	mux.HandleFunc("GET /restapi/v1.0/account/~/call-log", f.callLog)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		f.dropSockets()
+		f.srv.Close()
+	})
+	return f
+}
+
+func (f *fakeRC) token(w http.ResponseWriter, r *http.Request) {
+	id, secret, ok := r.BasicAuth()
+	if !ok || id != "client-id" || secret != "client-secret" {
+		http.Error(w, `{"error":"invalid_client","error_description":"Invalid client"}`, http.StatusUnauthorized)
+		return
+	}
+	_ = r.ParseForm()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := r.Form.Get("grant_type")
+	f.grants = append(f.grants, g)
+	switch g {
+	case jwtGrant:
+		if r.Form.Get("assertion") != "the-jwt" {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":"invalid_grant","error_description":"Invalid token"}`)
+			return
+		}
+	case "refresh_token":
+		if !f.refresh[r.Form.Get("refresh_token")] {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":"invalid_grant","error_description":"Token not found"}`)
+			return
+		}
+	default:
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	f.n++
+	acc, ref := "access-"+strconv.Itoa(f.n), "refresh-"+strconv.Itoa(f.n)
+	f.tokens[acc] = time.Now().Add(time.Duration(f.tokenLife) * time.Second)
+	f.refresh[ref] = true
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"access_token":%q,"token_type":"bearer","expires_in":%d,"refresh_token":%q,"refresh_token_expires_in":604800,"scope":"CallControl ReadCallLog WebSocketsSubscription","owner_id":"400131758008"}`,
+		acc, f.tokenLife, ref)
+}
+
+// authorized answers 401 and returns false unless the request bears a valid access token.
+func (f *fakeRC) authorized(w http.ResponseWriter, r *http.Request) bool {
+	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	f.mu.Lock()
+	exp, ok := f.tokens[tok]
+	f.mu.Unlock()
+	if !ok || time.Now().After(exp) {
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"errorCode":"TokenInvalid","message":"Access token expired","errors":[{"errorCode":"OAU-213","message":"Token not found"}]}`)
+		return false
+	}
+	return true
+}
+
+// revokeTokens makes every access token invalid, as an expiry would.
+func (f *fakeRC) revokeTokens() {
+	f.mu.Lock()
+	clear(f.tokens)
+	f.mu.Unlock()
+}
+
+func (f *fakeRC) wstoken(w http.ResponseWriter, r *http.Request) {
+	if !f.authorized(w, r) {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"uri":"ws://%s/ws","ws_access_token":"ws-token","expires_in":60}`, r.Host)
+}
+
+func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("access_token") != "ws-token" {
+		http.Error(w, "no token", http.StatusUnauthorized)
+		return
+	}
+	conn, _, _, err := ws.UpgradeHTTP(r, w)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	f.mu.Lock()
+	f.wsConns = append(f.wsConns, conn)
+	f.mu.Unlock()
+	var wmu sync.Mutex
+	write := func(s string) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return wsutil.WriteServerText(conn, []byte(s))
+	}
+	// A ping first: the client answers it while it waits for its first message.
+	wmu.Lock()
+	_ = ws.WriteFrame(conn, ws.NewPingFrame([]byte("are you there")))
+	wmu.Unlock()
+	_ = write(`[{"type":"ConnectionDetails","messageId":"1","status":200,"headers":{"RCRequestId":"1"},"wsc":{"token":"wsc-1","sequence":1}},{"creationTime":"2023-06-06T10:00:00Z","maxConnectionsPerSession":5,"recoveryBufferSize":100,"recoveryTimeout":180,"idleTimeout":900,"absoluteTimeout":86400,"maxActiveRequests":10}]`)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			b, err := wsutil.ReadClientText(conn)
+			if err != nil {
+				return
+			}
+			var parts []map[string]any
+			if json.Unmarshal(b, &parts) != nil || len(parts) == 0 {
+				continue
+			}
+			id, _ := parts[0]["messageId"].(string)
+			switch parts[0]["type"] {
+			case "Heartbeat":
+				_ = write(fmt.Sprintf(`[{"type":"Heartbeat","messageId":%q,"status":200}]`, id))
+			case "ClientRequest":
+				method, _ := parts[0]["method"].(string)
+				path, _ := parts[0]["path"].(string)
+				f.mu.Lock()
+				if method == "POST" {
+					f.subscribed++
+				}
+				f.requests = append(f.requests, method+" "+path)
+				exp := f.subExpires
+				f.mu.Unlock()
+				_ = write(fmt.Sprintf(`[{"type":"ClientRequest","messageId":%q,"status":200,"headers":{"Content-Type":"application/json"}},{"id":"b6d5bde8-f5c5-4e3b-a5c1-6f1f3d1c5f4a","creationTime":"2023-06-06T10:00:00.000Z","status":"Active","eventFilters":["/restapi/v1.0/account/400129284008/telephony/sessions"],"expirationTime":"2023-06-06T10:15:00.000Z","expiresIn":%d,"deliveryMode":{"transportType":"WebSocket","encryption":false}}]`, id, exp))
+			}
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		case b := <-f.push:
+			msg := fmt.Sprintf(`[{"type":"ServerNotification","messageId":"%d","status":200,"headers":{"RCRequestId":"x"}},%s]`, time.Now().UnixNano(), b)
+			if write(msg) != nil {
+				// Not delivered: keep it for the next connection, as the gateway's recovery would.
+				f.push <- b
+				return
+			}
+		}
+	}
+}
+
+// dropSockets closes every WebSocket connection, as a network failure would.
+func (f *fakeRC) dropSockets() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.wsConns {
+		c.Close()
+	}
+	f.wsConns = nil
+}
+
+func (f *fakeRC) callLog(w http.ResponseWriter, r *http.Request) {
+	if !f.authorized(w, r) {
+		return
+	}
+	f.mu.Lock()
+	f.logCalls++
+	if f.fail429 > 0 {
+		f.fail429--
+		f.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("X-Rate-Limit-Group", "heavy")
+		w.Header().Set("X-Rate-Limit-Limit", "10")
+		w.Header().Set("X-Rate-Limit-Remaining", "0")
+		w.Header().Set("X-Rate-Limit-Window", "60")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"errorCode":"CMN-301","message":"Request rate exceeded","errors":[{"errorCode":"CMN-301","message":"Request rate exceeded"}]}`)
+		return
+	}
+	pages := f.pages
+	f.mu.Unlock()
+	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	page = max(page, 1)
+	var recs []callLogRecord
+	if page <= len(pages) {
+		recs = pages[page-1]
+	}
+	body := map[string]any{"uri": "https://platform.ringcentral.com/restapi/v1.0/account/~/call-log?page=" + strconv.Itoa(page), "records": recs,
+		"paging": map[string]any{"page": page, "perPage": 2}}
+	nav := map[string]any{}
+	if page < len(pages) {
+		q := r.URL.Query()
+		q.Set("page", strconv.Itoa(page+1))
+		nav["nextPage"] = map[string]string{"uri": "http://" + r.Host + r.URL.Path + "?" + q.Encode()}
+	}
+	body["navigation"] = nav
+	w.Header().Set("X-Rate-Limit-Group", "heavy")
+	w.Header().Set("X-Rate-Limit-Limit", "10")
+	w.Header().Set("X-Rate-Limit-Remaining", "9")
+	w.Header().Set("X-Rate-Limit-Window", "60")
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// scenario reads a testdata file of notification bodies.
+func scenario(t testing.TB, name string) []json.RawMessage {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns []json.RawMessage
+	if err := json.Unmarshal(b, &ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// callLogPages reads the testdata call log.
+func callLogPages(t testing.TB) [][]callLogRecord {
+	t.Helper()
+	b, err := os.ReadFile("testdata/call_log_pages.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages [][]callLogRecord
+	if err := json.Unmarshal(b, &pages); err != nil {
+		t.Fatal(err)
+	}
+	return pages
+}

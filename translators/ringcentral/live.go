@@ -1,0 +1,338 @@
+package ringcentral
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+
+	"github.com/callwire/callwire/sdk/event"
+)
+
+// The account telephony-sessions event filter the live path subscribes to.
+const sessionsFilter = "/restapi/v1.0/account/~/telephony/sessions"
+
+// Timing of the live path.
+const (
+	heartbeatEvery = 30 * time.Second
+	// silenceLimit ends a connection nothing came over for this long (heartbeats are answered).
+	silenceLimit = 3 * heartbeatEvery
+	minReconnect = 500 * time.Millisecond
+	maxReconnect = time.Minute
+	// healthyAfter is how long a connection must last for the backoff to start over.
+	healthyAfter = time.Minute
+)
+
+// live is the live path: the WebSocket subscription to telephony-session notifications.
+type live struct {
+	api    *client
+	calls  *calls
+	ended  *endedSet
+	emit   func(context.Context, event.Event) error
+	log    *slog.Logger
+	now    func() time.Time
+	health func(error)
+
+	lastForget time.Time // when ended and silent sessions were last dropped
+}
+
+// run connects, subscribes and maps notifications until ctx ends, reconnecting with backoff.
+// It returns only when ctx ends, or on a permanent error (credentials, permissions).
+func (l *live) run(ctx context.Context) error {
+	backoff := minReconnect
+	for {
+		start := l.now()
+		err := l.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if IsPermanent(err) {
+			return err
+		}
+		l.health(err)
+		if l.now().Sub(start) > healthyAfter {
+			backoff = minReconnect
+		}
+		l.log.Warn("ringcentral: live connection lost; reconnecting (the call-log poll covers the gap)", "error", err, "retry_in", backoff.String())
+		if err := sleep(ctx, backoff); err != nil {
+			return nil
+		}
+		backoff = min(backoff*2, maxReconnect)
+		l.calls.forget(l.now())
+	}
+}
+
+// wsToken is the answer of POST /restapi/oauth/wstoken.
+type wsToken struct {
+	URI         string `json:"uri"`
+	AccessToken string `json:"ws_access_token"`
+	ExpiresIn   int    `json:"expires_in"`
+}
+
+// conn is one WebSocket connection to the gateway: reads from one goroutine, writes (each
+// message framed whole, then written at once) from any.
+type conn struct {
+	nc net.Conn
+	r  io.Reader  // nc, after what the dialer buffered
+	mu sync.Mutex // held while a frame is written
+}
+
+func (c *conn) send(meta wsMeta, body any) error {
+	parts := []any{meta}
+	if body != nil {
+		parts = append(parts, body)
+	}
+	b, err := json.Marshal(parts)
+	if err != nil {
+		return err
+	}
+	var frame bytes.Buffer
+	if err := wsutil.WriteClientText(&frame, b); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err = c.nc.Write(frame.Bytes())
+	return err
+}
+
+// control answers a control frame (ping, close), framing the answer whole before writing it,
+// so that it never interleaves with a message being sent.
+func (c *conn) control(h ws.Header, r io.Reader) error {
+	var buf bytes.Buffer
+	err := wsutil.ControlHandler{DisableSrcCiphering: true, Src: r, Dst: &buf, State: ws.StateClientSide}.Handle(h)
+	if buf.Len() > 0 {
+		c.mu.Lock()
+		_, werr := c.nc.Write(buf.Bytes())
+		c.mu.Unlock()
+		err = errors.Join(err, werr)
+	}
+	return err
+}
+
+// read returns the next text message, waiting at most silenceLimit for it and answering the
+// control frames that come before it. A message larger than maxMessage is an error.
+func (c *conn) read() ([]byte, error) {
+	_ = c.nc.SetReadDeadline(time.Now().Add(silenceLimit))
+	rd := wsutil.Reader{Source: c.r, State: ws.StateClientSide, CheckUTF8: true, OnIntermediate: c.control}
+	for {
+		h, err := rd.NextFrame()
+		if err != nil {
+			return nil, err
+		}
+		if h.OpCode.IsControl() {
+			if err := c.control(h, &rd); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if h.OpCode&(ws.OpText|ws.OpBinary) == 0 {
+			if err := rd.Discard(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(&rd, maxMessage+1))
+		if err == nil && len(b) > maxMessage {
+			err = fmt.Errorf("message larger than %d bytes", maxMessage)
+		}
+		return b, err
+	}
+}
+
+// session is one connection's life: token, connect, subscribe, read until it fails.
+func (l *live) session(ctx context.Context) error {
+	var tok wsToken
+	if _, err := l.api.do(ctx, "get a WebSocket token", "POST", "/restapi/oauth/wstoken", nil, &tok); err != nil {
+		return err
+	}
+	u, err := url.Parse(tok.URI)
+	if err != nil || (u.Scheme != "wss" && u.Scheme != "ws") || tok.AccessToken == "" {
+		return &APIError{Op: "get a WebSocket token", Message: fmt.Sprintf("the answer has no usable uri (%q) or ws_access_token", tok.URI)}
+	}
+	q := u.Query()
+	q.Set("access_token", tok.AccessToken)
+	u.RawQuery = q.Encode()
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	nc, br, _, err := ws.Dialer{}.Dial(dctx, u.String())
+	cancel()
+	if err != nil {
+		var se ws.StatusError
+		if errors.As(err, &se) && (int(se) == 401 || int(se) == 403) {
+			// The WebSocket token was refused: a new one is fetched on the next attempt.
+			// Not permanent: the token may simply have expired before it was used.
+			return &APIError{Op: "connect to the WebSocket gateway", Err: err, Message: fmt.Sprintf("token refused (HTTP %d)", int(se))}
+		}
+		return &APIError{Op: "connect to the WebSocket gateway", Err: err}
+	}
+	c := &conn{nc: nc, r: nc}
+	if br != nil {
+		c.r = io.MultiReader(br, nc)
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { <-ctx.Done(); nc.Close() }()
+
+	subID, expires, err := l.subscribe(ctx, c)
+	if err != nil {
+		return err
+	}
+	l.health(nil)
+	l.log.Info("ringcentral: subscribed to telephony sessions", "subscription", subID)
+
+	// Heartbeats and the subscription's renewal.
+	go func() {
+		hb := time.NewTicker(heartbeatEvery)
+		defer hb.Stop()
+		renew := time.NewTimer(renewIn(expires))
+		defer renew.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hb.C:
+				if err := c.send(wsMeta{Type: msgHeartbeat, MessageID: newMessageID()}, nil); err != nil {
+					nc.Close()
+					return
+				}
+			case <-renew.C:
+				body := map[string]any{"eventFilters": []string{sessionsFilter}, "deliveryMode": map[string]string{"transportType": "WebSocket"}}
+				if err := c.send(wsMeta{Type: msgClientRequest, MessageID: newMessageID(), Method: "PUT", Path: "/restapi/v1.0/subscription/" + subID}, body); err != nil {
+					nc.Close()
+					return
+				}
+				renew.Reset(renewIn(expires))
+			}
+		}
+	}()
+
+	for {
+		b, err := c.read()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &APIError{Op: "read the WebSocket", Err: err}
+		}
+		if err := l.handle(ctx, b); err != nil {
+			return err
+		}
+	}
+}
+
+// renewIn is when to renew a subscription that expires in expires.
+func renewIn(expires time.Duration) time.Duration {
+	if expires <= 0 {
+		expires = 15 * time.Minute
+	}
+	return max(expires*4/5, time.Second)
+}
+
+// subscribe asks for the telephony-sessions notifications over the socket and waits for the
+// answer. It returns the subscription's id and lifetime.
+func (l *live) subscribe(ctx context.Context, c *conn) (string, time.Duration, error) {
+	id := newMessageID()
+	body := map[string]any{"eventFilters": []string{sessionsFilter}, "deliveryMode": map[string]string{"transportType": "WebSocket"}}
+	if err := c.send(wsMeta{Type: msgClientRequest, MessageID: id, Method: "POST", Path: "/restapi/v1.0/subscription/"}, body); err != nil {
+		return "", 0, &APIError{Op: "subscribe", Err: err}
+	}
+	for {
+		b, err := c.read()
+		if err != nil {
+			return "", 0, &APIError{Op: "subscribe", Err: err}
+		}
+		meta, rb, err := decodeMessage(b)
+		if err != nil {
+			l.log.Warn("ringcentral: unreadable WebSocket message skipped", "error", err)
+			continue
+		}
+		if meta.MessageID != id || (meta.Type != msgClientRequest && meta.Type != msgError) {
+			if err := l.handle(ctx, b); err != nil {
+				return "", 0, err
+			}
+			continue
+		}
+		if meta.Status != 200 {
+			e := &APIError{Op: "subscribe to telephony sessions", Status: meta.Status}
+			var v struct {
+				ErrorCode string `json:"errorCode"`
+				Message   string `json:"message"`
+			}
+			if json.Unmarshal(rb, &v) == nil {
+				e.Code, e.Message = v.ErrorCode, v.Message
+			}
+			return "", 0, e
+		}
+		var sub struct {
+			ID        string `json:"id"`
+			ExpiresIn int    `json:"expiresIn"`
+		}
+		if err := json.Unmarshal(rb, &sub); err != nil || sub.ID == "" {
+			return "", 0, &APIError{Op: "subscribe to telephony sessions", Status: meta.Status, Message: "the answer has no subscription id"}
+		}
+		return sub.ID, time.Duration(sub.ExpiresIn) * time.Second, nil
+	}
+}
+
+// handle acts on one message from the gateway: a notification is mapped and its events emitted
+// (in order, before the next message is read); an error message ends the connection.
+func (l *live) handle(ctx context.Context, b []byte) error {
+	meta, body, err := decodeMessage(b)
+	if err != nil {
+		l.log.Warn("ringcentral: unreadable WebSocket message skipped", "error", err)
+		return nil
+	}
+	switch meta.Type {
+	case msgServerNotification:
+	case msgError:
+		return &APIError{Op: "WebSocket gateway", Status: max(meta.Status, 500), Message: string(body)}
+	default:
+		return nil // heartbeats, connection details, answers to renewals
+	}
+	ev, ok, err := decodeSessionEvent(body)
+	if err != nil {
+		l.log.Warn("ringcentral: unreadable notification skipped", "error", err)
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	now := l.now()
+	if now.Sub(l.lastForget) > time.Minute {
+		l.lastForget = now
+		l.calls.forget(now)
+	}
+	evs := l.calls.observe(ev, body, now)
+	for _, e := range evs {
+		if (e.Type == event.CallEnded || e.Type == event.CallMissed) && l.ended.has(e.ProviderCallID) {
+			continue // the poll reported the end first
+		}
+		if err := l.emit(ctx, e); err != nil {
+			return err
+		}
+		if e.Type == event.CallEnded {
+			l.ended.mark(e.ProviderCallID)
+		}
+	}
+	return nil
+}
+
+// newMessageID is a fresh id for a message to the gateway.
+func newMessageID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

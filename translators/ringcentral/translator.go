@@ -1,0 +1,216 @@
+package ringcentral
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/callwire/callwire/plugins"
+	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/numbering"
+)
+
+// Name is the translator's name: `builtin: ringcentral` in the agent's configuration.
+const Name = "ringcentral"
+
+// Translator is the RingCentral translator as a plugins.Translator. The zero value is ready to
+// use; each Run reads its configuration afresh.
+type Translator struct {
+	// Logger receives the translator's log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// HTTPClient makes the REST requests; nil means a client with a 30s timeout.
+	HTTPClient *http.Client
+
+	mu     sync.Mutex
+	health error
+}
+
+// New returns the RingCentral translator.
+func New() *Translator { return &Translator{} }
+
+// Run implements plugins.Translator: it validates config (reporting every problem at once),
+// signs in, and runs the live path (WebSocket notifications) and the call-log poll until ctx
+// ends. Bad credentials or a missing permission end Run with an error the agent logs; network
+// failures and rate limits are waited out.
+func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugins.Emitter) error {
+	log := t.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg, err := ParseConfig(config)
+	if err != nil {
+		return fmt.Errorf("ringcentral: invalid configuration:\n%w", err)
+	}
+	secrets, err := cfg.LoadSecrets()
+	if err != nil {
+		return fmt.Errorf("ringcentral: invalid configuration:\n%w", err)
+	}
+	plan, err := numbering.New(cfg.Config)
+	if err != nil {
+		return fmt.Errorf("ringcentral: invalid configuration: %w", err)
+	}
+	hc := t.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	a := &auth{server: cfg.Server, clientID: cfg.ClientID, secrets: secrets, hc: hc, now: time.Now}
+	api := &client{server: cfg.Server, auth: a, hc: hc}
+	if _, err := a.Token(ctx); err != nil {
+		t.setHealth(err)
+		if IsPermanent(err) {
+			return fmt.Errorf("ringcentral: %w", err)
+		}
+		log.Warn("ringcentral: cannot sign in yet; retrying", "error", err)
+	}
+	log.Info("ringcentral translator starting", "server", cfg.Server, "live", *cfg.Live, "poll_interval", time.Duration(cfg.PollInterval).String())
+
+	ended := &endedSet{m: map[string]time.Time{}, keep: 2*time.Duration(cfg.MaxCallLength) + time.Duration(cfg.PollOverlap)}
+	cs := newCalls(plan, cfg.Provider, time.Duration(cfg.MaxCallLength))
+	em := &emitter{out: out, log: log}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	var wg sync.WaitGroup
+	if *cfg.Live {
+		l := &live{api: api, calls: cs, ended: ended, emit: em.emit, log: log, now: time.Now, health: t.setHealth}
+		wg.Add(1)
+		go func() { defer wg.Done(); errc <- l.run(ctx) }()
+	}
+	p := &poller{api: &client{server: cfg.Server, auth: a, hc: hc}, calls: cs, ended: ended, emit: em.emit, log: log,
+		path: cfg.CursorFile, overlap: time.Duration(cfg.PollOverlap), lookback: time.Duration(cfg.MaxCallLength), now: time.Now, sleep: sleep}
+	wg.Add(1)
+	go func() { defer wg.Done(); errc <- t.pollLoop(ctx, p, time.Duration(cfg.PollInterval)) }()
+
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errc:
+	}
+	cancel()
+	wg.Wait()
+	if first != nil && !errors.Is(first, context.Canceled) {
+		t.setHealth(first)
+		return fmt.Errorf("ringcentral: %w", first)
+	}
+	return nil
+}
+
+// pollLoop polls the call log at once and then every interval until ctx ends. A permanent error
+// ends it; others are logged and the next poll tries again.
+func (t *Translator) pollLoop(ctx context.Context, p *poller, interval time.Duration) error {
+	for {
+		n, err := p.pollOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && IsPermanent(err):
+			return err
+		case err != nil:
+			t.setHealth(err)
+			p.log.Warn("ringcentral: call-log poll failed; the next one reads from the same cursor", "error", err)
+		default:
+			t.setHealth(nil)
+			p.log.Debug("ringcentral: call log polled", "records", n)
+		}
+		p.ended.prune(p.now())
+		if err := sleep(ctx, interval); err != nil {
+			return nil
+		}
+	}
+}
+
+// Health implements plugins.HealthChecker: it reports the last failure to reach RingCentral,
+// until a connection succeeds again.
+func (t *Translator) Health(context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.health
+}
+
+func (t *Translator) setHealth(err error) {
+	t.mu.Lock()
+	t.health = err
+	t.mu.Unlock()
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// emitter hands events to the agent, retrying with backoff what it could not take.
+type emitter struct {
+	out plugins.Emitter
+	log *slog.Logger
+}
+
+// emit returns nil once the agent took e, or skipped it as invalid (it can never be taken), and
+// ctx's error when ctx ended first.
+func (m *emitter) emit(ctx context.Context, e event.Event) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := m.out.Emit(ctx, e)
+		if err == nil {
+			return nil
+		}
+		var invalid *event.ValidationError
+		if errors.As(err, &invalid) {
+			m.log.Error("ringcentral: the agent refused an event as invalid; it is skipped",
+				"type", string(e.Type), "provider_call_id", e.ProviderCallID, "error", err)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		m.log.Warn("ringcentral: the agent did not take an event; retrying", "type", string(e.Type),
+			"provider_call_id", e.ProviderCallID, "error", err, "retry_in", backoff.String())
+		if err := sleep(ctx, backoff); err != nil {
+			return err
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// endedSet remembers the calls whose call_ended this run handed to the agent, so that the live
+// path and the poll do not both send one. Across restarts the core's deduplication does that.
+type endedSet struct {
+	mu   sync.Mutex
+	m    map[string]time.Time
+	keep time.Duration
+}
+
+func (s *endedSet) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[id]
+	return ok
+}
+
+func (s *endedSet) mark(id string) {
+	s.mu.Lock()
+	s.m[id] = time.Now()
+	s.mu.Unlock()
+}
+
+func (s *endedSet) prune(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, at := range s.m {
+		if now.Sub(at) > s.keep {
+			delete(s.m, id)
+		}
+	}
+}
