@@ -1,39 +1,69 @@
 package main
 
 import (
+	"io"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/callwire/callwire/sdk/event"
 )
 
-// TestBodies checks that every body of a call is what the endpoint accepts, carries the events
-// the bench counts, names one call, and has the size of a realistic report.
+// TestBodies checks that every body of each mix is what the endpoint accepts, carries the events
+// and calls the bench counts, names the unit's calls, and has the size the mix promises.
 func TestBodies(t *testing.T) {
-	mix := newCallMix()
 	now := time.Date(2026, 11, 20, 9, 30, 0, 0, time.UTC)
-	bodies := mix.bodies("r1-service", 7, 42, now)
-	wantID := "r1-service-w7-42@pbx.clinic.example"
-	for k, b := range bodies {
-		events, batch, err := event.ParseBody(b)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", reqName(k), err, b)
-		}
-		if int64(len(events)) != reqEvents(k) || batch != (k == reqTail) {
-			t.Errorf("%s: %d events (batch %v), want %d", reqName(k), len(events), batch, reqEvents(k))
-		}
-		for _, e := range events {
-			if e.Event.ProviderCallID != wantID {
-				t.Errorf("%s: providerCallId %q, want %q", reqName(k), e.Event.ProviderCallID, wantID)
+	for _, name := range []string{mixRealistic, mixBulk} {
+		t.Run(name, func(t *testing.T) {
+			mix, err := newMix(name)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if e.Event.OccurredAt.After(now) {
-				t.Errorf("%s: occurredAt %v is after %v", reqName(k), e.Event.OccurredAt, now)
+			reqs := mix.render("r1-service", 7, 42, now, "")
+			wantID := "r1-service-w7-42@pbx.clinic.example"
+			calls := map[string]bool{}
+			var events int64
+			var bytes int
+			for k, req := range reqs {
+				if req.kind != k || req.raw != nil {
+					t.Fatalf("%s: kind %d (want %d), raw %v (want none)", mix.reqs[k].name, req.kind, k, req.raw)
+				}
+				parsed, batch, err := event.ParseBody(req.body)
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", mix.reqs[k].name, err, req.body)
+				}
+				if int64(len(parsed)) != mix.reqs[k].events || batch != (mix.reqs[k].events > 1) {
+					t.Errorf("%s: %d events (batch %v), want %d", mix.reqs[k].name, len(parsed), batch, mix.reqs[k].events)
+				}
+				for _, e := range parsed {
+					if !strings.HasPrefix(e.Event.ProviderCallID, wantID) {
+						t.Errorf("%s: providerCallId %q, want it to start with %q", mix.reqs[k].name, e.Event.ProviderCallID, wantID)
+					}
+					if e.Event.OccurredAt.After(now) {
+						t.Errorf("%s: occurredAt %v is after %v", mix.reqs[k].name, e.Event.OccurredAt, now)
+					}
+					calls[e.Event.ProviderCallID] = true
+					bytes += len(e.Body)
+				}
+				events += int64(len(parsed))
+				t.Logf("%s: %d bytes", mix.reqs[k].name, len(req.body))
 			}
-		}
-		t.Logf("%s: %d bytes", reqName(k), len(b))
-	}
-	if n := len(bodies[reqReceived]); n < 600 || n > 900 {
-		t.Errorf("call_received body is %d bytes, want 600 to 900", n)
+			if int64(len(calls)) != mix.calls || events != mix.eventsPerUnit() {
+				t.Errorf("a unit reports %d calls and %d events, want %d and %d", len(calls), events, mix.calls, mix.eventsPerUnit())
+			}
+			t.Logf("%.0f bytes per event", float64(bytes)/float64(events))
+			switch name {
+			case mixRealistic:
+				if n := len(reqs[reqReceived].body); n < 600 || n > 900 {
+					t.Errorf("call_received body is %d bytes, want 600 to 900", n)
+				}
+			case mixBulk:
+				if avg := bytes / int(events); avg < 350 || avg > 450 {
+					t.Errorf("bulk events are %d bytes on average, want about 400", avg)
+				}
+			}
+		})
 	}
 }
 
@@ -55,5 +85,32 @@ func TestPercentile(t *testing.T) {
 	}
 	if got := median([]float64{4, 1, 2, 3}); got != 2.5 {
 		t.Errorf("median = %v, want 2.5", got)
+	}
+}
+
+func TestParseFlagsMix(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		want []string
+		ok   bool
+	}{
+		{"", []string{mixRealistic, mixBulk}, true},
+		{"-mix=both", []string{mixRealistic, mixBulk}, true},
+		{"-mix=realistic", []string{mixRealistic}, true},
+		{"-mix=bulk", []string{mixBulk}, true},
+		{"-mix=huge", nil, false},
+	} {
+		args := []string{"-database-url", "postgres://x@127.0.0.1/db"}
+		if c.flag != "" {
+			args = append(args, c.flag)
+		}
+		o, err := parseFlags(args, io.Discard)
+		if (err == nil) != c.ok {
+			t.Errorf("%q: error %v, want ok %v", c.flag, err, c.ok)
+			continue
+		}
+		if c.ok && !slices.Equal(o.mixes, c.want) {
+			t.Errorf("%q: mixes %v, want %v", c.flag, o.mixes, c.want)
+		}
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/callwire/callwire/sdk/event"
 )
 
-// doer performs one request's worth of work: kind is one of reqReceived, reqAnswered, reqTail.
-type doer func(ctx context.Context, kind int, body []byte) error
+// doer performs one request's worth of work.
+type doer func(ctx context.Context, req request) error
 
 // phaseSpec says how long and how hard a phase runs.
 type phaseSpec struct {
@@ -25,6 +25,9 @@ type phaseSpec struct {
 	workers  int           // concurrent calls
 	duration time.Duration // no call is started after this
 	maxCalls int64         // no more calls than this in the phase
+	// rawOrg, when set, has every request carry the raw-SQL ceiling's parameters for that
+	// organization.
+	rawOrg string
 }
 
 // phaseRun is what one phase measured.
@@ -33,8 +36,8 @@ type phaseRun struct {
 	Requests int64
 	Events   int64
 	Elapsed  time.Duration
-	// Lat holds the latency of every request, by kind.
-	Lat [reqKinds][]time.Duration
+	// Lat holds the latency of every request, by kind (the index of the request in the mix).
+	Lat [][]time.Duration
 }
 
 // EventsPerSec is the phase's throughput.
@@ -45,9 +48,9 @@ func (r phaseRun) EventsPerSec() float64 {
 	return float64(r.Events) / r.Elapsed.Seconds()
 }
 
-// runPhase runs spec.workers workers, each reporting whole calls (its three requests in order)
-// with do until the duration has passed or maxCalls calls were started, and waits for them. The
-// first error stops every worker and is returned.
+// runPhase runs spec.workers workers, each reporting the mix's units of work (whole calls, their
+// requests in order) with do until the duration has passed or maxCalls calls were started, and
+// waits for them. The first error stops every worker and is returned.
 func runPhase(ctx context.Context, spec phaseSpec, mix callMix, do doer) (phaseRun, error) {
 	// A phase that hangs still ends: nothing below waits past this.
 	ctx, cancel := context.WithTimeout(ctx, spec.duration+2*time.Minute)
@@ -59,6 +62,9 @@ func runPhase(ctx context.Context, spec phaseSpec, mix callMix, do doer) (phaseR
 		wg       sync.WaitGroup
 	)
 	runs := make([]phaseRun, spec.workers)
+	for w := range runs {
+		runs[w].Lat = make([][]time.Duration, len(mix.reqs))
+	}
 	start := time.Now()
 	deadline := start.Add(spec.duration)
 	for w := range spec.workers {
@@ -67,18 +73,18 @@ func runPhase(ctx context.Context, spec phaseSpec, mix callMix, do doer) (phaseR
 			defer wg.Done()
 			r := &runs[w]
 			for n := 0; ; n++ {
-				if ctx.Err() != nil || !time.Now().Before(deadline) || started.Add(1) > spec.maxCalls {
+				if ctx.Err() != nil || !time.Now().Before(deadline) || started.Add(mix.calls) > spec.maxCalls {
 					return
 				}
-				bodies := mix.bodies(spec.label, w, n, time.Now())
-				for k, body := range bodies {
+				reqs := mix.render(spec.label, w, n, time.Now(), spec.rawOrg)
+				for k, req := range reqs {
 					t0 := time.Now()
-					err := do(ctx, k, body)
+					err := do(ctx, req)
 					d := time.Since(t0)
 					if err != nil {
 						mu.Lock()
 						if firstErr == nil {
-							firstErr = fmt.Errorf("%s: worker %d, call %d, %s: %w", spec.label, w, n, reqName(k), err)
+							firstErr = fmt.Errorf("%s: worker %d, unit %d, %s: %w", spec.label, w, n, mix.reqs[k].name, err)
 						}
 						mu.Unlock()
 						cancel()
@@ -86,14 +92,14 @@ func runPhase(ctx context.Context, spec phaseSpec, mix callMix, do doer) (phaseR
 					}
 					r.Lat[k] = append(r.Lat[k], d)
 					r.Requests++
-					r.Events += reqEvents(k)
+					r.Events += mix.reqs[k].events
 				}
-				r.Calls++
+				r.Calls += mix.calls
 			}
 		}()
 	}
 	wg.Wait()
-	total := phaseRun{Elapsed: time.Since(start)}
+	total := phaseRun{Elapsed: time.Since(start), Lat: make([][]time.Duration, len(mix.reqs))}
 	if firstErr != nil {
 		return total, firstErr
 	}
@@ -115,8 +121,8 @@ func runPhase(ctx context.Context, spec phaseSpec, mix callMix, do doer) (phaseR
 // must be 200 or 201 with "success":true; anything else is an error naming the status, the
 // trace id and the start of the body.
 func httpDoer(client *http.Client, endpoint, clientID, secret string) doer {
-	return func(ctx context.Context, kind int, body []byte) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	return func(ctx context.Context, r request) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(r.body))
 		if err != nil {
 			return err
 		}
@@ -157,8 +163,8 @@ func checkAnswer(status int, traceID string, body []byte) error {
 // wireDoer posts bodies to the events endpoint of a running server through wc, which carries the
 // key's headers. Every answer is held to checkAnswer, as httpDoer's are.
 func wireDoer(wc *wireClient) doer {
-	return func(ctx context.Context, kind int, body []byte) error {
-		resp, err := wc.Post(ctx, body)
+	return func(ctx context.Context, req request) error {
+		resp, err := wc.Post(ctx, req.body)
 		if err != nil {
 			return err
 		}
@@ -170,8 +176,8 @@ func wireDoer(wc *wireClient) doer {
 // validate it with event.ParseBody, then run the write pipeline (plan, the check for events on
 // file before a popup, one atomic store write) through ingest.Service.Ingest.
 func storeDoer(svc *ingest.Service, orgID string) doer {
-	return func(ctx context.Context, kind int, body []byte) error {
-		events, _, err := event.ParseBody(body)
+	return func(ctx context.Context, req request) error {
+		events, _, err := event.ParseBody(req.body)
 		if err != nil {
 			return fmt.Errorf("body refused: %w", err)
 		}

@@ -3,21 +3,25 @@
 // It makes a fresh schema in the PostgreSQL database named by -database-url,
 // CALLWIRE_BENCH_DATABASE_URL or CALLWIRE_TEST_DATABASE_URL (in that order), builds and starts
 // the real `callwire serve` on a free port of 127.0.0.1 against that schema, and creates an
-// organization and a key through the store. Then it alternates two kinds of phase, each with the
-// same number of concurrent workers, each worker reporting whole calls the way a phone system
-// does: a lone call_received, then call_answered, then one batch of call_ended, call_recorded
-// and call_transcribed.
+// organization and a key through the store. Then, for each request mix (-mix), it alternates
+// three kinds of phase, each with the same number of concurrent workers. In the realistic mix
+// each worker reports whole calls the way a phone system does: a lone call_received, then
+// call_answered, then one batch of call_ended, call_recorded and call_transcribed. In the bulk
+// mix each request is a batch of ten whole calls, 50 events of about 400 bytes.
 //
 //   - service: the requests go over HTTP to the server (keep-alive connections).
 //   - ceiling: the same bodies go straight to the write pipeline in this process: the body is
 //     decoded and validated with event.ParseBody and handed to ingest.Service.Ingest on a store
 //     of the same pool size, with no caller lookup and no popup broker, which is the server's own
 //     configuration. That is all the database work of a request minus HTTP and the key lookup.
+//   - raw: the fewest statements that store the same rows: one SQL statement per request (an
+//     upsert of its calls chained to an insert of its events, payloads verbatim), its parameters
+//     cut from the same bodies without decoding them, on a pool of the same size.
 //
-// It prints events per second for each phase, the medians over the rounds, the ratio of the
-// service median to the ceiling median, and request latency percentiles; -json prints the same
-// as JSON. Every request must succeed (200 or 201): the first failure stops the bench with an
-// error. The server is stopped with SIGTERM and the schema dropped at the end.
+// It prints events per second for each phase, the medians over the rounds, the ratios of the
+// service median to the two ceilings' medians, and request latency percentiles; -json prints
+// the same as JSON. Every request must succeed (200 or 201): the first failure stops the bench
+// with an error. The server is stopped with SIGTERM and the schema dropped at the end.
 //
 // Usage:
 //
@@ -41,9 +45,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
@@ -99,6 +106,7 @@ type options struct {
 	popupPhase  time.Duration
 	analyze     bool
 	client      string
+	mixes       []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -120,6 +128,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
 	fs.StringVar(&o.client, "client", "wire", "HTTP client of the load generator: wire (a lean HTTP/1.1 keep-alive client, as wrk) or net (Go's net/http)")
+	mixFlag := fs.String("mix", "both", "the request mix: realistic (one call in three requests), bulk (batches of 10 whole calls, 50 events) or both")
 	fs.Float64Var(&o.minRatio, "min-ratio", 0, "fail when the service/ceiling ratio is below this (0: report only)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -143,6 +152,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.client != "wire" && o.client != "net":
 		return o, errors.New("-client must be wire or net")
 	}
+	switch *mixFlag {
+	case "both":
+		o.mixes = []string{mixRealistic, mixBulk}
+	case mixRealistic, mixBulk:
+		o.mixes = []string{*mixFlag}
+	default:
+		return o, errors.New("-mix must be realistic, bulk or both")
+	}
 	if o.databaseURL == "" {
 		o.databaseURL = os.Getenv(envBenchURL)
 	}
@@ -159,21 +176,51 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 // report is the outcome of a bench run (-json prints it).
 type report struct {
-	Machine  machine       `json:"machine"`
-	Settings settings      `json:"settings"`
-	Phases   []phaseReport `json:"phases"`
-	// Medians of events per second over the rounds, and their ratio.
-	ServiceEventsPerSec float64 `json:"serviceEventsPerSec"`
-	CeilingEventsPerSec float64 `json:"ceilingEventsPerSec"`
-	Ratio               float64 `json:"ratio"`
-	// Latencies over every measured phase of the kind: service per HTTP request, ceiling per
-	// pipeline call; overall and by request of the call.
-	ServiceLatency       latencySummary            `json:"serviceLatency"`
-	CeilingLatency       latencySummary            `json:"ceilingLatency"`
-	ServiceLatencyByKind map[string]latencySummary `json:"serviceLatencyByRequest"`
-	CeilingLatencyByKind map[string]latencySummary `json:"ceilingLatencyByRequest"`
+	Machine  machine     `json:"machine"`
+	Settings settings    `json:"settings"`
+	Mixes    []mixReport `json:"mixes"`
 	// Popup is the popup phase's latency, when it ran.
 	Popup *popupReport `json:"popup,omitempty"`
+}
+
+// phaseKinds returns the kinds of phase each round runs, in the order of odd rounds: the
+// service, the in-process ceiling and the raw-SQL ceiling.
+func phaseKinds() []string { return []string{"service", "ceiling", "raw"} }
+
+// mixReport is what the rounds of one mix measured.
+type mixReport struct {
+	Mix         string        `json:"mix"`
+	Description string        `json:"description"`
+	Phases      []phaseReport `json:"phases"`
+	// Medians of events per second over the rounds, per kind of phase, and their ratios.
+	ServiceEventsPerSec float64 `json:"serviceEventsPerSec"`
+	CeilingEventsPerSec float64 `json:"ceilingEventsPerSec"`
+	RawEventsPerSec     float64 `json:"rawEventsPerSec"`
+	Ratio               float64 `json:"ratio"`           // service ÷ in-process ceiling
+	RawRatio            float64 `json:"rawRatio"`        // service ÷ raw-SQL ceiling
+	CeilingRawRatio     float64 `json:"ceilingRawRatio"` // in-process ceiling ÷ raw-SQL ceiling
+	// Latencies over every measured phase of the kind (service per HTTP request, ceiling per
+	// parse and pipeline call, raw per statement), overall and by request of the mix.
+	Latency          map[string]latencySummary            `json:"latency"`
+	LatencyByRequest map[string]map[string]latencySummary `json:"latencyByRequest"`
+	requestNames     []string
+}
+
+// mixDescription says in a line what one unit of the mix is.
+func mixDescription(m callMix) string {
+	if m.name == mixBulk {
+		return fmt.Sprintf("each request: a batch of %d whole calls (call_received, call_answered, call_ended, call_recorded, call_transcribed), %d events",
+			bulkCalls, m.eventsPerUnit())
+	}
+	return "each call: call_received, call_answered, then a batch of call_ended+call_recorded+call_transcribed (5 events, 3 requests)"
+}
+
+// ratio is a ÷ b, 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 type machine struct {
@@ -187,17 +234,18 @@ type machine struct {
 }
 
 type settings struct {
-	Workers      int     `json:"workers"`
-	PhaseSeconds float64 `json:"phaseSeconds"`
-	WarmupSecs   float64 `json:"warmupSeconds"`
-	Rounds       int     `json:"rounds"`
-	MaxConns     int     `json:"maxConns"`
-	Server       string  `json:"server"`
-	Client       string  `json:"client"` // the load generator's HTTP client: wire or net
+	Workers      int      `json:"workers"`
+	PhaseSeconds float64  `json:"phaseSeconds"`
+	WarmupSecs   float64  `json:"warmupSeconds"`
+	Rounds       int      `json:"rounds"`
+	MaxConns     int      `json:"maxConns"`
+	Server       string   `json:"server"`
+	Client       string   `json:"client"` // the load generator's HTTP client: wire or net
+	Mixes        []string `json:"mixes"`
 }
 
 type phaseReport struct {
-	Kind         string  `json:"kind"` // service or ceiling
+	Kind         string  `json:"kind"` // service, ceiling or raw
 	Round        int     `json:"round"`
 	Calls        int64   `json:"calls"`
 	Requests     int64   `json:"requests"`
@@ -315,9 +363,21 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer wc.CloseIdle()
+	// The raw-SQL ceiling's pool, sized like the server's.
+	pcfg, err := pgxpool.ParseConfig(schemaURL)
+	if err != nil {
+		return fmt.Errorf("raw ceiling: %w", err)
+	}
+	pcfg.MaxConns = int32(o.maxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("raw ceiling: %w", err)
+	}
+	defer pool.Close()
 	doers := map[string]doer{
 		"service": wireDoer(wc),
 		"ceiling": storeDoer(svc, orgID),
+		"raw":     rawDoer(pool),
 	}
 	if o.client == "net" {
 		doers["service"] = httpDoer(client, "http://"+srv.addr+"/api/v1/calls/events", cred.ClientID, cred.Secret)
@@ -328,98 +388,134 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 		wc.CloseIdle()
 		transport.CloseIdleConnections()
 	}
-	mix := newCallMix()
-	spec := func(label string, d time.Duration) phaseSpec {
-		return phaseSpec{label: label, workers: o.workers, duration: d, maxCalls: o.maxCalls}
-	}
-
-	// Every call and event the bench reports, to check against what is on file at the end.
-	var sentCalls, sentEvents int64
-	if o.warmup > 0 {
-		for _, kind := range []string{"service", "ceiling"} {
-			logf("warm-up %s %v", kind, o.warmup)
-			newPhase()
-			pr, err := runPhase(ctx, spec("warm-"+kind, o.warmup), mix, doers[kind])
-			if err != nil {
-				return fmt.Errorf("warm-up: %w", err)
-			}
-			sentCalls += pr.Calls
-			sentEvents += pr.Events
+	spec := func(label string, d time.Duration, kind string) phaseSpec {
+		ps := phaseSpec{label: label, workers: o.workers, duration: d, maxCalls: o.maxCalls}
+		if kind == "raw" {
+			ps.rawOrg = orgID
 		}
+		return ps
 	}
 
 	r := report{
 		Machine: machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Memory: memTotal(),
 			GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(), Postgres: pgVersion},
 		Settings: settings{Workers: o.workers, PhaseSeconds: o.duration.Seconds(), WarmupSecs: o.warmup.Seconds(),
-			Rounds: o.rounds, MaxConns: o.maxConns, Server: serverDesc, Client: o.client},
-		ServiceLatencyByKind: map[string]latencySummary{},
-		CeilingLatencyByKind: map[string]latencySummary{},
+			Rounds: o.rounds, MaxConns: o.maxConns, Server: serverDesc, Client: o.client, Mixes: o.mixes},
 	}
-	lat := map[string]*[reqKinds][]time.Duration{"service": {}, "ceiling": {}}
-	rates := map[string][]float64{}
-	for round := 1; round <= o.rounds; round++ {
-		// ABBA: the kind that goes first alternates, so a database that slows as it fills
-		// weighs on both alike.
-		order := []string{"service", "ceiling"}
-		if round%2 == 0 {
-			order = []string{"ceiling", "service"}
+	// Every call and event the bench reports, to check against what is on file at the end.
+	var sentCalls, sentEvents int64
+	for _, mixName := range o.mixes {
+		mix, err := newMix(mixName)
+		if err != nil {
+			return err
 		}
-		if o.analyze {
-			if err := analyze(ctx, schemaURL); err != nil {
-				return err
-			}
-		}
-		for _, kind := range order {
-			if err := srv.running(); err != nil {
-				return err
-			}
-			label := fmt.Sprintf("r%d-%s", round, kind)
-			stopProfile, err := startProfiles(ctx, o, round, kind, srv)
-			if err != nil {
-				return err
-			}
-			newPhase()
-			dbBefore := sampleDB(ctx, schemaURL)
-			before := sampleCPU(srv.cmd.Process.Pid)
-			pr, err := runPhase(ctx, spec(label, o.duration), mix, doers[kind])
-			after := sampleCPU(srv.cmd.Process.Pid)
-			dbAfter := sampleDB(ctx, schemaURL)
-			if perr := stopProfile(); perr != nil {
-				logf("profile: %v", perr)
-			}
-			if err != nil {
-				return err
-			}
-			sentCalls += pr.Calls
-			sentEvents += pr.Events
-			var all []time.Duration
-			for k := range pr.Lat {
-				all = append(all, pr.Lat[k]...)
-				lat[kind][k] = append(lat[kind][k], pr.Lat[k]...)
-			}
-			ls := summarize(all)
-			p := phaseReport{Kind: kind, Round: round, Calls: pr.Calls, Requests: pr.Requests, Events: pr.Events,
-				Seconds: pr.Elapsed.Seconds(), EventsPerSec: pr.EventsPerSec(), P50ms: ls.P50ms, P99ms: ls.P99ms,
-				Database: dbBefore.delta(dbAfter, pr.Events)}
-			if before.ok && after.ok {
-				cores := func(a, b time.Duration) *float64 {
-					c := (b - a).Seconds() / pr.Elapsed.Seconds()
-					return &c
+		if o.warmup > 0 {
+			for _, kind := range phaseKinds() {
+				logf("warm-up %s %s %v", mixName, kind, o.warmup)
+				newPhase()
+				pr, err := runPhase(ctx, spec("warm-"+mixName+"-"+kind, o.warmup, kind), mix, doers[kind])
+				if err != nil {
+					return fmt.Errorf("warm-up: %w", err)
 				}
-				p.BenchCores = cores(before.bench, after.bench)
-				p.ServerCores = cores(before.server, after.server)
-				p.PostgresCores = cores(before.postgres, after.postgres)
+				sentCalls += pr.Calls
+				sentEvents += pr.Events
 			}
-			r.Phases = append(r.Phases, p)
-			rates[kind] = append(rates[kind], p.EventsPerSec)
-			logf("round %d %-7s %8.0f events/s  p50 %6.2fms  p99 %6.2fms", round, kind, p.EventsPerSec, p.P50ms, p.P99ms)
 		}
+		mr := mixReport{Mix: mixName, Description: mixDescription(mix), LatencyByRequest: map[string]map[string]latencySummary{},
+			Latency: map[string]latencySummary{}}
+		lat := map[string][][]time.Duration{}
+		for _, kind := range phaseKinds() {
+			lat[kind] = make([][]time.Duration, len(mix.reqs))
+		}
+		rates := map[string][]float64{}
+		for round := 1; round <= o.rounds; round++ {
+			// The kind that goes first alternates (service, ceiling, raw, then the reverse), so a
+			// database that slows as it fills weighs on all alike.
+			order := phaseKinds()
+			if round%2 == 0 {
+				slices.Reverse(order)
+			}
+			if o.analyze {
+				if err := analyze(ctx, schemaURL); err != nil {
+					return err
+				}
+			}
+			for _, kind := range order {
+				if err := srv.running(); err != nil {
+					return err
+				}
+				label := fmt.Sprintf("%s-r%d-%s", mixName, round, kind)
+				stopProfile, err := startProfiles(ctx, o, mixName, round, kind, srv)
+				if err != nil {
+					return err
+				}
+				newPhase()
+				dbBefore := sampleDB(ctx, schemaURL)
+				before := sampleCPU(srv.cmd.Process.Pid)
+				pr, err := runPhase(ctx, spec(label, o.duration, kind), mix, doers[kind])
+				after := sampleCPU(srv.cmd.Process.Pid)
+				dbAfter := sampleDB(ctx, schemaURL)
+				if perr := stopProfile(); perr != nil {
+					logf("profile: %v", perr)
+				}
+				if err != nil {
+					return err
+				}
+				sentCalls += pr.Calls
+				sentEvents += pr.Events
+				var all []time.Duration
+				for k := range pr.Lat {
+					all = append(all, pr.Lat[k]...)
+					lat[kind][k] = append(lat[kind][k], pr.Lat[k]...)
+				}
+				ls := summarize(all)
+				p := phaseReport{Kind: kind, Round: round, Calls: pr.Calls, Requests: pr.Requests, Events: pr.Events,
+					Seconds: pr.Elapsed.Seconds(), EventsPerSec: pr.EventsPerSec(), P50ms: ls.P50ms, P99ms: ls.P99ms,
+					Database: dbBefore.delta(dbAfter, pr.Events)}
+				if before.ok && after.ok {
+					cores := func(a, b time.Duration) *float64 {
+						c := (b - a).Seconds() / pr.Elapsed.Seconds()
+						return &c
+					}
+					p.BenchCores = cores(before.bench, after.bench)
+					p.ServerCores = cores(before.server, after.server)
+					p.PostgresCores = cores(before.postgres, after.postgres)
+				}
+				mr.Phases = append(mr.Phases, p)
+				rates[kind] = append(rates[kind], p.EventsPerSec)
+				logf("%s round %d %-7s %8.0f events/s  p50 %6.2fms  p99 %6.2fms", mixName, round, kind, p.EventsPerSec, p.P50ms, p.P99ms)
+			}
+		}
+		mr.ServiceEventsPerSec = median(rates["service"])
+		mr.CeilingEventsPerSec = median(rates["ceiling"])
+		mr.RawEventsPerSec = median(rates["raw"])
+		mr.Ratio = ratio(mr.ServiceEventsPerSec, mr.CeilingEventsPerSec)
+		mr.RawRatio = ratio(mr.ServiceEventsPerSec, mr.RawEventsPerSec)
+		mr.CeilingRawRatio = ratio(mr.CeilingEventsPerSec, mr.RawEventsPerSec)
+		for _, kind := range phaseKinds() {
+			var all []time.Duration
+			byReq := map[string]latencySummary{}
+			for k := range mix.reqs {
+				all = append(all, lat[kind][k]...)
+				byReq[mix.reqs[k].name] = summarize(lat[kind][k])
+			}
+			mr.Latency[kind] = summarize(all)
+			mr.LatencyByRequest[kind] = byReq
+		}
+		mr.requestNames = make([]string, len(mix.reqs))
+		for k := range mix.reqs {
+			mr.requestNames[k] = mix.reqs[k].name
+		}
+		r.Mixes = append(r.Mixes, mr)
 	}
 
 	if o.popupPhase > 0 {
+		mix, err := newMix(mixRealistic)
+		if err != nil {
+			return err
+		}
 		newPhase()
-		pr, pop, err := popupPhase(ctx, st, orgID, client, "http://"+srv.addr, spec("popups", o.popupPhase), mix,
+		pr, pop, err := popupPhase(ctx, st, orgID, client, "http://"+srv.addr, spec("popups", o.popupPhase, "service"), mix,
 			doers["service"], 6*time.Second, logf)
 		if err != nil {
 			return fmt.Errorf("popup phase: %w", err)
@@ -439,21 +535,6 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	}
 	logf("checked: %d calls and %d events on file, as reported", calls, events)
 
-	r.ServiceEventsPerSec = median(rates["service"])
-	r.CeilingEventsPerSec = median(rates["ceiling"])
-	if r.CeilingEventsPerSec > 0 {
-		r.Ratio = r.ServiceEventsPerSec / r.CeilingEventsPerSec
-	}
-	var allSvc, allCeil []time.Duration
-	for k := range reqKinds {
-		allSvc = append(allSvc, lat["service"][k]...)
-		allCeil = append(allCeil, lat["ceiling"][k]...)
-		r.ServiceLatencyByKind[reqName(k)] = summarize(lat["service"][k])
-		r.CeilingLatencyByKind[reqName(k)] = summarize(lat["ceiling"][k])
-	}
-	r.ServiceLatency = summarize(allSvc)
-	r.CeilingLatency = summarize(allCeil)
-
 	if o.jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -463,8 +544,10 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	} else {
 		printReport(stdout, r)
 	}
-	if o.minRatio > 0 && r.Ratio < o.minRatio {
-		return fmt.Errorf("ratio %.2f is below -min-ratio %.2f", r.Ratio, o.minRatio)
+	for _, m := range r.Mixes {
+		if o.minRatio > 0 && m.Ratio < o.minRatio {
+			return fmt.Errorf("%s mix: ratio service/ceiling %.2f is below -min-ratio %.2f", m.Mix, m.Ratio, o.minRatio)
+		}
 	}
 	return nil
 }
@@ -486,15 +569,17 @@ func makeOrgAndKey(ctx context.Context, st store.Store) (string, auth.Credential
 	return org.ID, cred, nil
 }
 
-// startProfiles starts the CPU profiles of the first round's phase of kind when -cpuprofile is
-// set, and returns the function that stops and saves them.
-func startProfiles(ctx context.Context, o options, round int, kind string, srv *child) (func() error, error) {
+// startProfiles starts the CPU profiles of the first round's phase of kind of a mix when
+// -cpuprofile is set, and returns the function that stops and saves them: server-MIX.pprof and
+// loadgen-MIX.pprof for the service phase, ceiling-MIX.pprof and raw-MIX.pprof (this process)
+// for the others.
+func startProfiles(ctx context.Context, o options, mix string, round int, kind string, srv *child) (func() error, error) {
 	if o.cpuProfile == "" || round != 1 {
 		return func() error { return nil }, nil
 	}
-	name := "ceiling.pprof"
+	name := kind + "-" + mix + ".pprof"
 	if kind == "service" {
-		name = "loadgen.pprof"
+		name = "loadgen-" + mix + ".pprof"
 	}
 	f, err := os.Create(filepath.Join(o.cpuProfile, name))
 	if err != nil {
@@ -507,7 +592,7 @@ func startProfiles(ctx context.Context, o options, round int, kind string, srv *
 	serverDone := make(chan error, 1)
 	if kind == "service" {
 		go func() {
-			serverDone <- srv.fetchProfile(ctx, o.duration, filepath.Join(o.cpuProfile, "server.pprof"))
+			serverDone <- srv.fetchProfile(ctx, o.duration, filepath.Join(o.cpuProfile, "server-"+mix+".pprof"))
 		}()
 	} else {
 		serverDone <- nil
@@ -529,7 +614,20 @@ func printReport(w io.Writer, r report) {
 		client = "Go's net/http client"
 	}
 	fmt.Fprintf(w, "server: %s; load generator: %s; the load generator, the server and PostgreSQL share the machine\n", s.Server, client)
-	fmt.Fprintf(w, "each call: call_received, call_answered, then a batch of call_ended+call_recorded+call_transcribed (5 events, 3 requests)\n\n")
+	fmt.Fprintf(w, "phases: service (HTTP), ceiling (parse + write pipeline in process), raw (one SQL statement per request, no decoding)\n")
+	for _, mr := range r.Mixes {
+		printMix(w, mr)
+	}
+	if p := r.Popup; p != nil {
+		fmt.Fprintf(w, "\npopup latency (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n")
+		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
+			p.Latency.P50ms, p.Latency.P99ms, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
+	}
+}
+
+// printMix writes the part of the report about one mix.
+func printMix(w io.Writer, r mixReport) {
+	fmt.Fprintf(w, "\n== %s mix: %s\n\n", r.Mix, r.Description)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tround\tcalls\trequests\tevents\tseconds\tevents/s\tp50 ms\tp99 ms\tcores: bench\tserver\tpostgres\t")
 	for _, p := range r.Phases {
@@ -542,25 +640,27 @@ func printReport(w io.Writer, r report) {
 	if r.Ratio < 0.8 {
 		verdict = "NOT met"
 	}
-	fmt.Fprintf(w, "\nmedian events/s: service %.0f, ceiling %.0f\n", r.ServiceEventsPerSec, r.CeilingEventsPerSec)
-	fmt.Fprintf(w, "ratio service/ceiling: %.3f (target at least 0.80: %s)\n", r.Ratio, verdict)
-	fmt.Fprintf(w, "service request latency (HTTP, all rounds): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d requests\n",
-		r.ServiceLatency.P50ms, r.ServiceLatency.P99ms, r.ServiceLatency.MaxMs, r.ServiceLatency.Count)
-	fmt.Fprintf(w, "ceiling write latency (parse + pipeline, all rounds): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d writes\n",
-		r.CeilingLatency.P50ms, r.CeilingLatency.P99ms, r.CeilingLatency.MaxMs, r.CeilingLatency.Count)
+	fmt.Fprintf(w, "\nmedian events/s: service %.0f, ceiling %.0f, raw %.0f\n", r.ServiceEventsPerSec, r.CeilingEventsPerSec, r.RawEventsPerSec)
+	fmt.Fprintf(w, "ratio service/raw ceiling: %.3f\n", r.RawRatio)
+	fmt.Fprintf(w, "ratio service/ceiling: %.3f (target at least 0.80: %s); ceiling/raw ceiling: %.3f\n", r.Ratio, verdict, r.CeilingRawRatio)
+	for _, c := range []struct{ kind, what string }{
+		{"service", "service request latency (HTTP, all rounds)"},
+		{"ceiling", "ceiling write latency (parse + pipeline, all rounds)"},
+		{"raw", "raw ceiling statement latency (all rounds)"},
+	} {
+		l := r.Latency[c.kind]
+		fmt.Fprintf(w, "%s: p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d requests\n", c.what, l.P50ms, l.P99ms, l.MaxMs, l.Count)
+	}
+	if len(r.requestNames) < 2 {
+		return
+	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "by request\tservice p50\tp99\tceiling p50\tp99\t")
-	for k := range reqKinds {
-		n := reqName(k)
-		sv, ce := r.ServiceLatencyByKind[n], r.CeilingLatencyByKind[n]
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t\n", n, sv.P50ms, sv.P99ms, ce.P50ms, ce.P99ms)
+	fmt.Fprintln(tw, "by request\tservice p50\tp99\tceiling p50\tp99\traw p50\tp99\t")
+	for _, n := range r.requestNames {
+		sv, ce, rw := r.LatencyByRequest["service"][n], r.LatencyByRequest["ceiling"][n], r.LatencyByRequest["raw"][n]
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", n, sv.P50ms, sv.P99ms, ce.P50ms, ce.P99ms, rw.P50ms, rw.P99ms)
 	}
 	tw.Flush()
-	if p := r.Popup; p != nil {
-		fmt.Fprintf(w, "\npopup latency (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n")
-		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
-			p.Latency.P50ms, p.Latency.P99ms, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
-	}
 }
 
 func cores(c *float64) string {

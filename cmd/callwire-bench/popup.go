@@ -114,15 +114,15 @@ func (p *popupProbe) read(r io.Reader, ready chan struct{}) error {
 
 // wrap times the call_received requests of do.
 func (p *popupProbe) wrap(do doer) doer {
-	return func(ctx context.Context, kind int, body []byte) error {
-		if kind == 0 {
-			if id := providerCallID(body); id != "" {
+	return func(ctx context.Context, req request) error {
+		if req.kind == reqReceived {
+			if id := providerCallID(req.body); id != "" {
 				p.mu.Lock()
 				p.sent[id] = time.Now()
 				p.mu.Unlock()
 			}
 		}
-		return do(ctx, kind, body)
+		return do(ctx, req)
 	}
 }
 
