@@ -198,7 +198,7 @@ func TestCallerLookupBreaker(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		const (
 			failures = 3
-			open     = 700 * time.Millisecond
+			open     = 3 * time.Second // long enough for 25 calls on a busy machine: the breaker must not half-open among them
 			timeout  = 150 * time.Millisecond
 			calls    = 25
 		)
@@ -210,22 +210,17 @@ func TestCallerLookupBreaker(t *testing.T) {
 		e.withLookup(store.Lookup{URL: a.URL}) // the configured timeout applies
 
 		// Calls ring one after another, fast enough that the breaker does not half-open meanwhile.
-		var slowCalls int
+		// That the calls after the third did not wait for the timeout is shown by what the lookup
+		// counted (breaker_open, below) and by the adapter's hits, not by a wall clock: on a busy
+		// machine a request can take longer than the timeout for reasons of its own.
 		for i := range calls {
-			start := time.Now()
 			r := e.post(ev("call_received", fmt.Sprintf("down-%d", i), 0, ""))
 			if r.status != http.StatusCreated || e.popups.last().Lookup != popup.LookupFailed {
 				t.Fatalf("call %d: %d %s, popup %q", i, r.status, r.raw, e.popups.last().Lookup)
 			}
-			if time.Since(start) >= timeout {
-				slowCalls++
-			}
 		}
 		if n := a.hits.Load(); n != failures {
 			t.Errorf("adapter asked %d times for %d calls, want %d: the breaker must open", n, calls, failures)
-		}
-		if slowCalls > failures {
-			t.Errorf("%d of %d calls waited for the timeout; with the breaker open they must not", slowCalls, calls)
 		}
 
 		// The adapter comes back; after BreakerOpen one call probes it and the breaker closes.
@@ -245,7 +240,7 @@ func TestCallerLookupBreaker(t *testing.T) {
 		for _, want := range []string{
 			`callwire_lookup_breaker_transitions_total{to="open"} 1`,
 			`callwire_lookup_breaker_transitions_total{to="closed"} 1`,
-			`callwire_lookup_results_total{result="breaker_open"} 22`,
+			fmt.Sprintf(`callwire_lookup_results_total{result="breaker_open"} %d`, calls-failures),
 			`callwire_lookups_total{outcome="failed"} 25`,
 		} {
 			if !strings.Contains(string(metrics.raw), want) {
