@@ -136,6 +136,7 @@ func (r *rig) runFlow(t *testing.T, sipp, kamailio string, l lane, f siptest.Flo
 	pair.Timeout = 15 * time.Second
 	pair.CallID = fmt.Sprintf("%s-%s-%%u@e2e.test", l.name, f.Name)
 	pair.UASPort, pair.UACPort = l.pbx, l.trk
+	pair.Ports = r.ports // for sipp's media ports
 	if f.Outbound {
 		pair.UASPort, pair.UACPort = l.trk, l.pbx
 	}
@@ -263,6 +264,7 @@ func TestProxyWhileCoreDown(t *testing.T) {
 		pair.Timeout = 15 * time.Second
 		pair.CallID = fmt.Sprintf("down-%s-%%u@e2e.test", name)
 		pair.UASPort, pair.UACPort = l.pbx, l.trk
+		pair.Ports = r.ports
 		pair.Target = fmt.Sprintf("127.0.0.1:%d", l.listen)
 		if res := siptest.Run(t.Context(), t, sipp, pair); !res.OK(1) {
 			t.Fatalf("flow %s failed through the proxy while the core was down: %+v", name, res)

@@ -165,8 +165,11 @@ func Run(ctx context.Context, t testing.TB, sipp string, p Pair) Result {
 	defer cancel()
 	uas := start(ctx, t, sipp, dir, "uas", p.UAS, p, p.UASPort, "")
 	if !waitListening(ctx, t, p.Transport, p.UASPort, uas.done) {
+		// Not a test failure by itself: the caller sees a failed Result, and may try again.
 		r := Result{UAS: uas.wait(t)}
-		t.Errorf("sipp uas %s exited before it listened: %s", filepath.Base(p.UAS), tail(uas.out.String(), 2000))
+		errs, _ := os.ReadFile(r.UAS.ErrorLog)
+		t.Logf("sipp uas %s exited %d before it listened: %s\n%s", filepath.Base(p.UAS), r.UAS.ExitCode,
+			strings.TrimSpace(string(errs)), tail(uas.out.String(), 2000))
 		r.UAC.ExitCode = -1
 		return r
 	}
@@ -206,6 +209,13 @@ func start(ctx context.Context, t testing.TB, sipp, dir, role, scenario string, 
 		"-trace_err", "-error_file", pr.e,
 		"-trace_msg", "-message_file", pr.msg,
 		"-max_socket", "64"}
+	if p.Ports != nil {
+		// sipp binds RTP sockets at startup: audio at the first free port from -mp (6000 by
+		// default), video two above it without a retry. Two sipps starting at once can take each
+		// other's video port, and the loser exits 254 ("Unable to bind video RTP socket"). A block
+		// of four ports of the pair's own range keeps every sipp's media apart.
+		args = append(args, "-mp", strconv.Itoa(p.Ports.TakeBlock(t, 4)))
+	}
 	if target != "" {
 		if p.CallID != "" {
 			args = append(args, "-cid_str", p.CallID)
@@ -303,13 +313,8 @@ func waitListening(ctx context.Context, t testing.TB, tr Transport, port int, ex
 				_ = c.Close()
 				return true
 			}
-		} else {
-			// a UDP port is taken once binding it fails.
-			u, err := net.ListenPacket("udp", addr)
-			if err != nil {
-				return true
-			}
-			_ = u.Close()
+		} else if udpBound(port) {
+			return true
 		}
 		select {
 		case <-exited:
@@ -319,6 +324,34 @@ func waitListening(ctx context.Context, t testing.TB, tr Transport, port int, ex
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// udpBound reports whether a UDP socket is bound to port of 127.0.0.1 (or of any address),
+// from the kernel's socket table. It must not find out by binding the port itself: a probe that
+// holds the port for an instant makes the peer starting there fail to bind it (sipp exits 254,
+// "Unable to bind main socket"). Where the table cannot be read (not Linux), it waits a moment
+// and answers true.
+func udpBound(port int) bool {
+	want := fmt.Sprintf(":%04X", port)
+	seen := false
+	for _, table := range []string{"/proc/net/udp", "/proc/net/udp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		seen = true
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 1 && strings.HasSuffix(f[1], want) {
+				return true
+			}
+		}
+	}
+	if !seen {
+		time.Sleep(300 * time.Millisecond)
+		return true
+	}
+	return false
 }
 
 func tail(s string, n int) string {
@@ -352,23 +385,46 @@ func NewPorts(first, last int) (*Ports, error) {
 // when the range is used up.
 func (p *Ports) Take(t testing.TB) int {
 	t.Helper()
+	return p.TakeBlock(t, 1)
+}
+
+// TakeBlock returns the first of the next n consecutive ports of the range that are all free
+// for UDP and TCP now, and hands none of them out again; it fails the test when the range is
+// used up.
+func (p *Ports) TakeBlock(t testing.TB, n int) int {
+	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for ; p.next <= p.last; p.next++ {
-		port := p.next
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
+	for first := p.next; first+n-1 <= p.last; {
+		ok := true
+		for port := first; port < first+n; port++ {
+			if !portFree(port) {
+				first, ok = port+1, false
+				break
+			}
 		}
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		_ = l.Close()
-		if err != nil {
-			continue
+		if ok {
+			p.next = first + n
+			return first
 		}
-		_ = u.Close()
-		p.next++
-		return port
 	}
+	p.next = p.last + 1
 	t.Fatalf("ports: range used up at %d", p.last)
 	return 0
+}
+
+// portFree reports whether port of 127.0.0.1 can be bound for both TCP and UDP now.
+func portFree(port int) bool {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer l.Close()
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	_ = u.Close()
+	return true
 }
