@@ -19,7 +19,7 @@ import (
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
 )
 
-// roundTripConn counts round trips: runs of writes that end when the client reads.
+// roundTripConn counts round trips: runs of writes that end when an answer arrives.
 type roundTripConn struct {
 	net.Conn
 	mu      sync.Mutex
@@ -37,11 +37,17 @@ func (c *roundTripConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// Read ends a round trip when an answer arrives, not when the read begins: pgx may already be
+// reading (its background reader, started while a large write blocks) before the write that the
+// answer answers, and counting from the read's start would fold two round trips into one.
 func (c *roundTripConn) Read(p []byte) (int, error) {
-	c.mu.Lock()
-	c.writing = false
-	c.mu.Unlock()
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		c.writing = false
+		c.mu.Unlock()
+	}
+	return n, err
 }
 
 func (c *roundTripConn) count() int {
