@@ -487,6 +487,9 @@ func (c *call) endEvent(t *Tracker, at time.Time, d event.Disposition, id string
 	if d == event.DispositionAnswered && c.answered {
 		e.TalkTime = event.Ptr(seconds(at.Sub(c.answerAt)))
 	}
+	if !c.ended {
+		t.endedInOrder(c)
+	}
 	c.ended, c.endedAt, c.forgetAt = true, at, at.Add(t.cfg.Grace)
 	c.refers = nil
 	return e

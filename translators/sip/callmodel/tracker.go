@@ -71,6 +71,11 @@ type Tracker struct {
 	// still has none is the one evicted when the tracker is full.
 	fresh     []*call
 	freshHead int
+	// ended holds calls in the order they ended; when the tracker is full and no call waits for
+	// a first response, the first that is still held is forgotten early (every ended call is
+	// forgotten Grace after its end, so it is the one closest to being forgotten anyway).
+	ended     []*call
+	endedHead int
 	// retired remembers, for Call-IDs whose calls were forgotten, how many calls used them and
 	// which caller tag started each, so that a later call on the Call-ID gets the next suffix
 	// while a replay of a forgotten call gets its own again.
@@ -453,18 +458,51 @@ func (t *Tracker) makeRoom() bool {
 	}
 	t.compactFresh()
 	// No call waits for a first response: make room by forgetting the ended call whose grace
-	// runs out first, if any (Expire was not called in time).
-	var victim *call
-	for _, c := range t.calls {
-		if c.ended && (victim == nil || c.forgetAt.Before(victim.forgetAt)) {
-			victim = c
+	// runs out first, if any (Expire was not called in time). Calls end in the order the
+	// tracker sees them end, so that is the first of the ended queue still held.
+	for t.endedHead < len(t.ended) {
+		c := t.ended[t.endedHead]
+		t.ended[t.endedHead] = nil
+		t.endedHead++
+		if t.calls[c.callID] == c {
+			t.retire(c)
+			t.compactEnded()
+			return true
 		}
 	}
-	if victim == nil {
-		return false
+	t.compactEnded()
+	return false
+}
+
+// endedInOrder queues c, which has just ended, for makeRoom.
+func (t *Tracker) endedInOrder(c *call) {
+	t.ended = append(t.ended, c)
+	if len(t.ended)-t.endedHead > 2*len(t.calls)+1024 {
+		// Most of the queue was forgotten by Expire meanwhile: keep only the calls still held.
+		// The queue then holds at most len(t.calls), so the pass is paid for by the appends
+		// since the last one.
+		t.filterEnded()
 	}
-	t.retire(victim)
-	return true
+}
+
+// compactEnded drops the consumed head of the ended queue once it is most of it.
+func (t *Tracker) compactEnded() {
+	if t.endedHead < 1024 && t.endedHead*2 < len(t.ended) {
+		return
+	}
+	t.filterEnded()
+}
+
+// filterEnded keeps, in order, the queued calls that are still held.
+func (t *Tracker) filterEnded() {
+	keep := t.ended[:0]
+	for _, c := range t.ended[t.endedHead:] {
+		if c != nil && t.calls[c.callID] == c {
+			keep = append(keep, c)
+		}
+	}
+	clear(t.ended[len(keep):])
+	t.ended, t.endedHead = keep, 0
 }
 
 // compactFresh drops the consumed head of the fresh queue once it is most of it, and the calls

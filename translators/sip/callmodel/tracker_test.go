@@ -299,6 +299,51 @@ func TestMaxCallsForgetsEndedCallsFirst(t *testing.T) {
 	}
 }
 
+// TestMaxCallsForgetsEndedCallsInOrder: under a sustained rate of calls that end faster than
+// Grace forgets them, a full tracker makes room by forgetting the call that ended first, one per
+// new call, and its queues stay bounded whether or not Expire runs meanwhile.
+func TestMaxCallsForgetsEndedCallsInOrder(t *testing.T) {
+	for _, expire := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no Expire", true: "Expire every 10 calls"}[expire], func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.MaxCalls = 100
+			cfg.Grace = 30 * time.Second
+			tr, err := NewTracker(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const calls = 10_000
+			for i := range calls {
+				id := "busy-" + itoa(i)
+				at := flowBase.Add(time.Duration(i) * 100 * time.Millisecond)
+				tr.Observe(inboundInvite(id, at))
+				busy := ringing(id, at)
+				busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+				if evs := tr.Observe(busy); len(evs) != 2 {
+					t.Fatalf("call %d: busy gave %v", i, evs)
+				}
+				if expire && i%10 == 0 {
+					tr.Expire(at)
+				}
+				if n := tr.Stats().Calls; n > cfg.MaxCalls {
+					t.Fatalf("after %d calls %d held, more than %d", i+1, n, cfg.MaxCalls)
+				}
+				if n := len(tr.ended) - tr.endedHead; n > 2*cfg.MaxCalls+1024 {
+					t.Fatalf("after %d calls the ended queue holds %d", i+1, n)
+				}
+			}
+			s := tr.Stats()
+			if s.Dropped != 0 || s.Forgotten != uint64(calls-s.Calls) {
+				t.Errorf("stats %+v: want none dropped, every call not held forgotten", s)
+			}
+			// The newest calls are the ones held.
+			if tr.calls["busy-"+itoa(calls-1)] == nil || tr.calls["busy-"+itoa(calls-cfg.MaxCalls-1)] != nil {
+				t.Error("room was not made by forgetting the calls that ended first")
+			}
+		})
+	}
+}
+
 // TestNextExpiryIsTheEarliestDeadline checks the deadline queue against a scan of every call,
 // after every message of every flow and through the expiry that follows.
 func TestNextExpiryIsTheEarliestDeadline(t *testing.T) {
@@ -386,5 +431,31 @@ func TestCallIDTakenFromAnAnsweredCall(t *testing.T) {
 		if err := evs[i].Validate(); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// BenchmarkFullTracker is a new call that ends at once, on a tracker already holding MaxCalls
+// ended calls that Expire has not forgotten: the cost of making room, per call.
+func BenchmarkFullTracker(b *testing.B) {
+	cfg := testConfig(b)
+	cfg.MaxCalls = 50_000
+	tr, err := NewTracker(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := func(i int) {
+		id := "busy-" + itoa(i)
+		at := flowBase.Add(time.Duration(i) * time.Millisecond)
+		tr.Observe(inboundInvite(id, at))
+		busy := ringing(id, at)
+		busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+		tr.Observe(busy)
+	}
+	for i := range cfg.MaxCalls {
+		call(i)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		call(cfg.MaxCalls + i)
 	}
 }
