@@ -1,11 +1,12 @@
 // Command callwire-bench-sip measures the SIP observer.
 //
-// Proxy: it runs two proxies side by side in this process, between the same sipp PBX (a UAS
-// answering every call) and the same sipp trunk (a UAC placing calls at -rate, at most -limit at
-// once): one with translation off (the proxy alone) and one with translation on (the whole `sip`
-// translator: proxy, call model, and an emitter that takes every event at once, as an agent with
-// a fast outbox would). Phases alternate between the two, -calls calls each, -rounds rounds; each
-// phase reports completed calls per second. It prints the medians and their ratio, on ÷ off.
+// Proxy: it runs two proxies side by side, each in a process of its own (this program run again
+// with -serve), between the same sipp PBX (a UAS answering every call) and the same sipp trunk (a
+// UAC placing calls at -rate, at most -limit at once): one with translation off (the proxy alone)
+// and one with translation on (the whole `sip` translator: proxy, call model, and an emitter that
+// takes every event at once, as an agent with a fast outbox would). Phases alternate between the
+// two, -calls calls each, -rounds rounds; each phase reports completed calls per second. It
+// prints the medians and their ratio, on ÷ off.
 //
 // Tap: HEP datagrams per second decoded and translated (the call model included), in process, on
 // the datagrams of -hep-calls basic calls with distinct Call-IDs; and the call model's memory per
@@ -24,22 +25,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"slices"
-	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/callwire/callwire/sdk/event"
-	"github.com/callwire/callwire/translators/sip"
-	"github.com/callwire/callwire/translators/sip/proxy"
 )
 
 type options struct {
@@ -48,6 +41,7 @@ type options struct {
 	scenarios, sipp            string
 	json                       bool
 	cpuprofile                 string
+	child                      childOptions
 }
 
 type result struct {
@@ -79,24 +73,24 @@ func main() {
 	flag.StringVar(&o.scenarios, "scenarios", "translators/sip/testdata/sipp", "directory of basic_uac.xml and basic_uas.xml")
 	flag.StringVar(&o.sipp, "sipp", "sipp", "the sipp program")
 	flag.BoolVar(&o.json, "json", false, "print the result as JSON")
-	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (both proxies and the call model) to this file")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the proxy with translation on (its own process) to this file, and of the proxy alone to this file with .off added")
+	flag.StringVar(&o.child.serve, "serve", "", "internal: run one proxy under test (off or on) until stdin closes")
+	flag.IntVar(&o.child.listen, "listen", 0, "internal: -serve's UDP port")
+	flag.StringVar(&o.child.pbx, "pbx", "", "internal: -serve's PBX")
+	flag.StringVar(&o.child.trunk, "trunk", "", "internal: -serve's trunk")
 	flag.Parse()
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "callwire-bench-sip:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.child.serve != "" {
+		o.child.cpuprofile = o.cpuprofile
+		if err := serveChild(ctx, o.child); err != nil {
+			fmt.Fprintln(os.Stderr, "callwire-bench-sip -serve:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	r, err := run(ctx, o)
 	if err != nil {
-		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "callwire-bench-sip:", err)
 		os.Exit(1)
 	}
@@ -123,14 +117,6 @@ func fmtRates(v []float64) string {
 	return s
 }
 
-// countingEmitter takes every event at once and counts it.
-type countingEmitter struct{ n atomic.Uint64 }
-
-func (c *countingEmitter) Emit(_ context.Context, _ event.Event) error {
-	c.n.Add(1)
-	return nil
-}
-
 func run(ctx context.Context, o options) (result, error) {
 	r := result{Rounds: o.rounds, CallsPerPhase: o.calls, Rate: o.rate, Limit: o.limit, CPUs: runtime.NumCPU()}
 	sippPath, err := exec.LookPath(o.sipp)
@@ -153,8 +139,6 @@ func run(ctx context.Context, o options) (result, error) {
 	}
 	pbxPort, trunkPort, offPort, onPort := ports[0], ports[1], ports[2], ports[3]
 	pbx, trunk := fmt.Sprintf("127.0.0.1:%d", pbxPort), fmt.Sprintf("127.0.0.1:%d", trunkPort)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	uas, err := startUAS(ctx, sippPath, dir, uasScenario, pbxPort)
@@ -163,28 +147,19 @@ func run(ctx context.Context, o options) (result, error) {
 	}
 	defer func() { cancel(); _ = uas.Wait() }()
 
-	off, err := proxy.New(proxy.Config{Listen: []string{fmt.Sprintf("udp://127.0.0.1:%d", offPort)}, PBX: pbx, Trunk: trunk, Logger: quiet})
+	offProfile := ""
+	if o.cpuprofile != "" {
+		offProfile = o.cpuprofile + ".off"
+	}
+	off, err := startChild(ctx, childOptions{serve: "off", listen: offPort, pbx: pbx, trunk: trunk, cpuprofile: offProfile})
 	if err != nil {
 		return r, err
 	}
-	offDone := make(chan error, 1)
-	go func() { offDone <- off.Run(ctx) }()
-
-	em := &countingEmitter{}
-	cfg, _ := json.Marshal(map[string]any{
-		"mode": "proxy", "listen": []string{fmt.Sprintf("udp://127.0.0.1:%d", onPort)},
-		"pbx": pbx, "trunk": trunk, "numbers": []string{"+15551230100"}, "default_country": "US",
-	})
-	tr := sip.New()
-	tr.Logger = quiet
-	onDone := make(chan error, 1)
-	go func() { onDone <- tr.Run(ctx, cfg, em) }()
-	select {
-	case <-off.Ready():
-	case err := <-offDone:
-		return r, fmt.Errorf("proxy: %w", err)
+	on, err := startChild(ctx, childOptions{serve: "on", listen: onPort, pbx: pbx, trunk: trunk, cpuprofile: o.cpuprofile})
+	if err != nil {
+		_, _ = off.stop()
+		return r, err
 	}
-	time.Sleep(300 * time.Millisecond) // the translator's proxy binds
 
 	for i := range o.rounds {
 		order := []bool{false, true}
@@ -217,10 +192,12 @@ func run(ctx context.Context, o options) (result, error) {
 		r.Ratio = r.OnMedian / r.OffMedian
 	}
 	time.Sleep(time.Second) // the last events leave the call model
-	r.Events = em.n.Load()
-	cancel()
-	<-offDone
-	<-onDone
+	if _, err := off.stop(); err != nil {
+		return r, fmt.Errorf("proxy off: %w", err)
+	}
+	if r.Events, err = on.stop(); err != nil {
+		return r, fmt.Errorf("proxy on: %w", err)
+	}
 
 	if r.HEP, err = benchHEP(o.hepCalls, o.rounds); err != nil {
 		return r, err

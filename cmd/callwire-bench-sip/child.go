@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/sip"
+	"github.com/callwire/callwire/translators/sip/proxy"
+)
+
+// A proxy under test runs in a process of its own, as the agent runs a translator: the two
+// proxies then share neither a heap nor a garbage collector, and the idle one costs the other
+// nothing but its timers. The bench re-executes itself with -serve; the child prints "ready" on
+// stdout once it listens, runs until its standard input closes, and then prints the number of
+// events it emitted.
+
+// childOptions configure a proxy process.
+type childOptions struct {
+	serve      string // "off": the proxy alone; "on": the whole sip translator
+	listen     int
+	pbx, trunk string
+	cpuprofile string
+}
+
+// serveChild runs one proxy until stdin closes, and reports on stdout.
+func serveChild(ctx context.Context, o childOptions) error {
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // the parent closes our stdin to stop us
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	listen := fmt.Sprintf("udp://127.0.0.1:%d", o.listen)
+	done := make(chan error, 1)
+	em := &countingEmitter{}
+	switch o.serve {
+	case "off":
+		p, err := proxy.New(proxy.Config{Listen: []string{listen}, PBX: o.pbx, Trunk: o.trunk, Logger: quiet})
+		if err != nil {
+			return err
+		}
+		go func() { done <- p.Run(ctx) }()
+		select {
+		case <-p.Ready():
+		case err := <-done:
+			return fmt.Errorf("proxy: %w", err)
+		}
+	case "on":
+		cfg, _ := json.Marshal(map[string]any{
+			"mode": "proxy", "listen": []string{listen},
+			"pbx": o.pbx, "trunk": o.trunk, "numbers": []string{"+15551230100"}, "default_country": "US",
+		})
+		tr := sip.New()
+		tr.Logger = quiet
+		go func() { done <- tr.Run(ctx, cfg, em) }()
+		time.Sleep(300 * time.Millisecond) // the translator's proxy binds; UDP cannot be probed
+	default:
+		return fmt.Errorf("-serve %q: want off or on", o.serve)
+	}
+	fmt.Println("ready")
+	if err := <-done; err != nil && ctx.Err() == nil {
+		return err
+	}
+	fmt.Println(em.n.Load())
+	return nil
+}
+
+// countingEmitter takes every event at once and counts it, as an agent with a fast outbox would.
+type countingEmitter struct{ n atomic.Uint64 }
+
+// Emit counts e.
+func (c *countingEmitter) Emit(_ context.Context, _ event.Event) error {
+	c.n.Add(1)
+	return nil
+}
+
+// child is a running proxy process.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+// startChild runs this program again with -serve and waits until the proxy listens.
+func startChild(ctx context.Context, o childOptions) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-serve", o.serve, "-listen", strconv.Itoa(o.listen), "-pbx", o.pbx, "-trunk", o.trunk}
+	if o.cpuprofile != "" {
+		args = append(args, "-cpuprofile", o.cpuprofile)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	cmd.WaitDelay = 10 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	if !c.out.Scan() || c.out.Text() != "ready" {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("proxy %s did not start", o.serve)
+	}
+	return c, nil
+}
+
+// stop ends the process and returns the events it emitted.
+func (c *child) stop() (uint64, error) {
+	_ = c.stdin.Close()
+	var n uint64
+	if c.out.Scan() {
+		n, _ = strconv.ParseUint(strings.TrimSpace(c.out.Text()), 10, 64)
+	}
+	return n, c.cmd.Wait()
+}
