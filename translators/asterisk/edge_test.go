@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/translators/asterisk/ami"
 )
 
@@ -228,5 +229,45 @@ func TestEdges(t *testing.T) {
 				t.Errorf("calls left: %v", tr.Active())
 			}
 		})
+	}
+}
+
+// TestUnholdNeedsAHold: an Unhold resumes only what may have been held. A channel seen from its
+// Newchannel is known to be off hold, so an Unhold with no Hold before it (Asterisk sends one
+// before a BlindTransfer) reports nothing; a channel first seen mid-call, at a resync after a
+// reconnect or a restart, may have been held while nobody listened, so its Unhold is reported.
+func TestUnholdNeedsAHold(t *testing.T) {
+	brief := func(evs []event.Event) string {
+		var s []string
+		for _, e := range evs {
+			if e.Type == event.CallHold {
+				s = append(s, fmt.Sprintf("%s released=%v %s", e.Type, *e.Released, e.ProviderEventID))
+			}
+		}
+		return strings.Join(s, "; ")
+	}
+	answered := append(inboundStart(),
+		dial("DialBegin", trunk, "1.1", phone, "1.2", "1.1"),
+		ch("Newchannel", phone, "1.2", "1.1", 0, "Context", "from-internal"),
+		ch("Newstate", phone, "1.2", "1.1", 6),
+		ch("Newstate", trunk, "1.1", "1.1", 6))
+
+	live := testTracker(t)
+	translate(live, answered)
+	if got := brief(translate(live, []ami.Message{ch("Unhold", phone, "1.2", "1.1", 6)})); got != "" {
+		t.Errorf("an Unhold with no Hold before it gave %q", got)
+	}
+	got := brief(translate(live, []ami.Message{ch("Hold", phone, "1.2", "1.1", 6), ch("Unhold", phone, "1.2", "1.1", 6),
+		ch("Unhold", phone, "1.2", "1.1", 6)}))
+	if want := "call_hold released=false 1.1/hold/1.2/1; call_hold released=true 1.1/unhold/1.2/1"; got != want {
+		t.Errorf("Hold, Unhold, Unhold gave %q, want %q", got, want)
+	}
+
+	resynced := testTracker(t)
+	resynced.Resync([]ami.Message{
+		ch("CoreShowChannel", trunk, "1.1", "1.1", 6, "Exten", "+31150010004", "Context", "from-pstn", "CallerIDNum", "+31201234567"),
+		ch("CoreShowChannel", phone, "1.2", "1.1", 6, "Context", "from-internal")}, epoch)
+	if got := brief(translate(resynced, []ami.Message{ch("Unhold", phone, "1.2", "1.1", 6)})); got != "call_hold released=true 1.1/unhold/1.2/1" {
+		t.Errorf("an Unhold on a channel learnt at a resync gave %q", got)
 	}
 }

@@ -51,14 +51,15 @@ func TestRealRecordings(t *testing.T) {
 		{"ring-group", []string{"call_received", "call_answered by 202", "call_ended answered"}, 3},
 		{"queue-abandon", []string{"call_received", "call_missed", "call_ended cancelled"}, 0},
 		{"outbound", []string{"call_placed", "call_answered", "call_ended answered"}, 3},
-		// Asterisk emits an Unhold for the transferer that no Hold preceded; the translator
-		// passes it on (listed as a known problem in ami/testdata/README.md).
-		{"blind-transfer", []string{"call_received", "call_answered by 201", "call_hold released=true",
+		// Asterisk emits an Unhold for the transferer that no Hold preceded: nothing was on
+		// hold, so the desk sees no resume.
+		{"blind-transfer", []string{"call_received", "call_answered by 201",
 			"call_transferred blind to 202", "call_answered by 202", "call_ended answered"}, 8},
-		// The transfer feature emits a Hold for the transferer and no Unhold, and its TransferTarget
-		// is a Local channel, so the target (203) is not named (known problems, same README).
+		// The transfer feature emits a Hold for the transferer and never an Unhold: the transfer
+		// itself ends the hold. Its TransferTarget is a Local channel, so the target (203) is not
+		// named (a known problem, ami/testdata/README.md).
 		{"attended-transfer", []string{"call_received", "call_answered by 201", "call_hold released=false",
-			"call_answered by 203", "call_transferred attended", "call_ended answered"}, 10},
+			"call_answered by 203", "call_hold released=true", "call_transferred attended", "call_ended answered"}, 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flow, func(t *testing.T) {

@@ -88,9 +88,19 @@ type leg struct {
 	answered  bool   // reported as the answering leg
 	ringing   bool
 	holds     int
+	hold      holdState
 	missing   bool // absent from the last Sweep's list
 	withheld  bool // the caller ID's presentation is prohibited
 }
+
+// holdState is whether a leg is on hold, as far as the Tracker knows.
+type holdState uint8
+
+const (
+	holdUnknown holdState = iota // the leg was first seen mid-call (a resync, a restart)
+	holdOff                      // seen from its Newchannel, or released since
+	holdOn
+)
 
 type call struct {
 	id         string
@@ -170,6 +180,9 @@ func (t *Tracker) Observe(m ami.Message, at time.Time) []event.Event {
 	case "newchannel":
 		if l := t.legOf(m, "", at, &out); l != nil {
 			t.update(l, m, "")
+			if l.hold == holdUnknown {
+				l.hold = holdOff // a channel starts off hold
+			}
 		}
 	case "newstate":
 		if l := t.legOf(m, "", at, &out); l != nil {
@@ -664,9 +677,18 @@ func (t *Tracker) hold(l *leg, released bool, at time.Time) []event.Event {
 	c := l.call
 	kind := "hold"
 	if released {
+		if l.hold == holdOff {
+			// An Unhold with no Hold before it: Asterisk sends one for the transferer just
+			// before a BlindTransfer. Nothing was on hold, so nothing resumes. A leg first seen
+			// mid-call (holdUnknown) may have been held before: its Unhold is passed on.
+			t.stats.Ignored++
+			return nil
+		}
 		kind = "unhold"
+		l.hold = holdOff
 	} else {
 		l.holds++
+		l.hold = holdOn
 	}
 	out := t.start(c, nil, at)
 	e := t.emit(c, event.CallHold, at, c.id+"/"+kind+"/"+l.uid+"/"+strconv.Itoa(max(l.holds, 1)))
@@ -771,6 +793,18 @@ func (t *Tracker) attendedTransfer(m ami.Message, at time.Time) []event.Event {
 		}
 		// The consultation call's channels now belong to the transferred call.
 		out = append(out, t.merge(consult, c, at)...)
+	}
+	// The transfer joins the held party to the target: whatever the transferer held resumes.
+	// Asterisk sends a Hold for the transferer of an attended transfer and never an Unhold.
+	var held []*leg
+	for _, l := range c.legs {
+		if l.hold == holdOn {
+			held = append(held, l)
+		}
+	}
+	sortLegs(held)
+	for _, l := range held {
+		out = append(out, t.hold(l, true, at)...)
 	}
 	if target != nil {
 		var to event.Party
