@@ -89,6 +89,7 @@ type leg struct {
 	ringing   bool
 	holds     int
 	hold      holdState
+	dialer    *leg // the channel whose Dial created this one (DialBegin), if seen
 	missing   bool // absent from the last Sweep's list
 	withheld  bool // the caller ID's presentation is prohibited
 }
@@ -207,6 +208,9 @@ func (t *Tracker) Observe(m ami.Message, at time.Time) []event.Event {
 		t.update(dst, m, "Dest")
 		if src != nil {
 			t.update(src, m, "")
+			if src != dst {
+				dst.dialer = src
+			}
 		}
 		out = append(out, t.dialed(dst, at)...)
 	case "dialend":
@@ -781,6 +785,8 @@ func (t *Tracker) attendedTransfer(m ami.Message, at time.Time) []event.Event {
 	var target *leg
 	if tt := t.legOf(m, "TransferTarget", at, &out); tt != nil && tt.kind != kindPlumbing {
 		target = tt
+	} else if tt != nil {
+		target = t.throughLocal(tt)
 	}
 	if second != nil && second.call != c {
 		consult := second.call
@@ -817,6 +823,58 @@ func (t *Tracker) attendedTransfer(m ami.Message, at time.Time) []event.Event {
 	}
 	// The transfer event goes after the consultation call's end, but before anything of c.
 	return append(out, e)
+}
+
+// throughLocal returns the phone or trunk channel a Local channel leads to, or nil: the
+// transfer feature's target is `Local/203@ctx-…;1`, whose other half (`;2`) dialled the phone.
+// It follows at most a few Local hops, and prefers a channel that answered, then the lowest
+// Uniqueid, so that the answer does not depend on map order.
+func (t *Tracker) throughLocal(l *leg) *leg {
+	for range 4 {
+		half, ok := strings.CutSuffix(l.name, ";1")
+		if !ok || !strings.HasPrefix(strings.ToLower(l.name), "local/") {
+			return nil
+		}
+		var two *leg
+		for _, o := range t.legs {
+			if o.name == half+";2" {
+				two = o
+				break
+			}
+		}
+		if two == nil {
+			return nil
+		}
+		var best, local *leg
+		for _, o := range t.legs {
+			if o.dialer != two {
+				continue
+			}
+			if o.kind == kindPlumbing {
+				if local == nil || o.uid < local.uid {
+					local = o
+				}
+				continue
+			}
+			if best == nil || preferTarget(o, best) {
+				best = o
+			}
+		}
+		if best != nil || local == nil {
+			return best
+		}
+		l = local
+	}
+	return nil
+}
+
+// preferTarget reports whether a is a better transfer target than b: one that answered (Up)
+// over one that did not, then the lower Uniqueid.
+func preferTarget(a, b *leg) bool {
+	if au, bu := a.state == 6, b.state == 6; au != bu {
+		return au
+	}
+	return a.uid < b.uid
 }
 
 // Resync rebuilds the view from a CoreShowChannels list taken at at: channels the Tracker
