@@ -183,6 +183,31 @@ type Call struct {
 	Diversion []Diversion `json:"diversion,omitempty"`
 }
 
+// Clone returns a copy of c that shares no memory with it: its parties, diversion hops and
+// their counters are copied, so that changing one event's call block changes no other's.
+func (c Call) Clone() Call {
+	if c.From != nil {
+		f := *c.From
+		c.From = &f
+	}
+	if c.To != nil {
+		t := *c.To
+		c.To = &t
+	}
+	if c.Diversion != nil {
+		ds := make([]Diversion, len(c.Diversion))
+		for i, d := range c.Diversion {
+			if d.Counter != nil {
+				n := *d.Counter
+				d.Counter = &n
+			}
+			ds[i] = d
+		}
+		c.Diversion = ds
+	}
+	return c
+}
+
 // Event is one canonical call event: the envelope every event has, the call block, and the extra
 // fields of its type. Empty strings, nil pointers and nil slices mean absent (null on the wire),
 // and the endpoint applies the documented defaults.

@@ -413,3 +413,17 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestCallCloneSharesNothing(t *testing.T) {
+	n := 2
+	orig := Call{Direction: Inbound, From: &Party{Number: "+15551230100"}, To: &Party{Extension: "201"},
+		Diversion: []Diversion{{Party: Party{Number: "+15551230200"}, Reason: "no-answer", Counter: &n}}}
+	c := orig.Clone()
+	c.From.Number, c.To.Extension, c.Diversion[0].Reason, *c.Diversion[0].Counter = "x", "y", "z", 9
+	if orig.From.Number != "+15551230100" || orig.To.Extension != "201" || orig.Diversion[0].Reason != "no-answer" || *orig.Diversion[0].Counter != 2 {
+		t.Errorf("changing the clone changed the original: %+v", orig)
+	}
+	if empty := (Call{}).Clone(); empty.From != nil || empty.To != nil || empty.Diversion != nil {
+		t.Errorf("the clone of an empty block is %+v", empty)
+	}
+}

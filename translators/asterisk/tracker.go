@@ -1010,7 +1010,7 @@ func (t *Tracker) emit(c *call, typ event.Type, at time.Time, id string) event.E
 	c.seq++
 	at = later(at, c.lastAt)
 	c.lastAt = at
-	e := event.New(typ, c.id, at, copyCall(c.block))
+	e := event.New(typ, c.id, at, c.block.Clone())
 	e.Provider = t.cfg.Provider
 	e.Observer = event.ObserverPBXAPI
 	e.Sequence = c.seq
@@ -1019,16 +1019,4 @@ func (t *Tracker) emit(c *call, typ event.Type, at time.Time, id string) event.E
 		e.Locations = append([]string(nil), c.locs...)
 	}
 	return e
-}
-
-func copyCall(b event.Call) event.Call {
-	if b.From != nil {
-		f := *b.From
-		b.From = &f
-	}
-	if b.To != nil {
-		to := *b.To
-		b.To = &to
-	}
-	return b
 }

@@ -542,7 +542,7 @@ func (c *call) supersede(t *Tracker, at time.Time) []event.Event {
 // emit builds the next event of the call.
 func (c *call) emit(t *Tracker, typ event.Type, at time.Time, id string, raw json.RawMessage) event.Event {
 	c.seq++
-	e := event.New(typ, c.id, at, copyCall(c.block))
+	e := event.New(typ, c.id, at, c.block.Clone())
 	e.Provider = t.cfg.Provider
 	e.Observer = t.cfg.Observer
 	e.Sequence = c.seq
@@ -552,29 +552,6 @@ func (c *call) emit(t *Tracker, typ event.Type, at time.Time, id string, raw jso
 	}
 	e.Raw = raw
 	return e
-}
-
-// copyCall copies a call block so that no two events share a party.
-func copyCall(b event.Call) event.Call {
-	if b.From != nil {
-		f := *b.From
-		b.From = &f
-	}
-	if b.To != nil {
-		x := *b.To
-		b.To = &x
-	}
-	if b.Diversion != nil {
-		ds := make([]event.Diversion, len(b.Diversion))
-		for i, d := range b.Diversion {
-			if d.Counter != nil {
-				d.Counter = event.Ptr(*d.Counter)
-			}
-			ds[i] = d
-		}
-		b.Diversion = ds
-	}
-	return b
 }
 
 // eventID is the providerEventId of an event a message causes: from the meaning of the message,
