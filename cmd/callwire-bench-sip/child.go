@@ -137,6 +137,34 @@ func startChild(ctx context.Context, o childOptions) (*child, error) {
 	return c, nil
 }
 
+// cpu returns the CPU time (user and system) the process has used so far, read from
+// /proc/<pid>/stat; false where there is no such file (not Linux).
+func (c *child) cpu() (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name, field 2, is in parentheses and may hold spaces: count from its end.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseUint(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, true
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
 // stop ends the process and returns the events it emitted.
 func (c *child) stop() (uint64, error) {
 	_ = c.stdin.Close()

@@ -54,6 +54,10 @@ type result struct {
 	OffMedian     float64   `json:"offMedian"`
 	OnMedian      float64   `json:"onMedian"`
 	Ratio         float64   `json:"ratio"`
+	OffCPU        []float64 `json:"offCPUMicrosPerCall"`
+	OnCPU         []float64 `json:"onCPUMicrosPerCall"`
+	OffCPUMedian  float64   `json:"offCPUMedian"`
+	OnCPUMedian   float64   `json:"onCPUMedian"`
 	FailedOff     int       `json:"failedCallsOff"`
 	FailedOn      int       `json:"failedCallsOn"`
 	Events        uint64    `json:"eventsEmitted"`
@@ -102,6 +106,10 @@ func main() {
 	fmt.Printf("  translation off: %s calls/s (median %.0f), %d failed calls\n", fmtRates(r.Off), r.OffMedian, r.FailedOff)
 	fmt.Printf("  translation on:  %s calls/s (median %.0f), %d failed calls, %d events emitted\n", fmtRates(r.On), r.OnMedian, r.FailedOn, r.Events)
 	fmt.Printf("  ratio on/off: %.3f\n", r.Ratio)
+	if r.OffCPUMedian > 0 {
+		fmt.Printf("  proxy process CPU per call: off %s µs (median %.0f), on %s µs (median %.0f); on/off %.2f\n",
+			fmtRates(r.OffCPU), r.OffCPUMedian, fmtRates(r.OnCPU), r.OnCPUMedian, r.OnCPUMedian/r.OffCPUMedian)
+	}
 	fmt.Printf("tap: HEP datagrams decoded and translated per second: %s (median %.0f)\n", fmtRates(r.HEP), r.HEPMedian)
 	fmt.Printf("call model memory: %.0f KiB per 1,000 calls in progress\n", r.BytesPer1000/1024)
 }
@@ -155,7 +163,7 @@ func run(ctx context.Context, o options) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	on, err := startChild(ctx, childOptions{serve: "on", listen: onPort, pbx: pbx, trunk: trunk, cpuprofile: o.cpuprofile})
+	onProc, err := startChild(ctx, childOptions{serve: "on", listen: onPort, pbx: pbx, trunk: trunk, cpuprofile: o.cpuprofile})
 	if err != nil {
 		_, _ = off.stop()
 		return r, err
@@ -167,23 +175,33 @@ func run(ctx context.Context, o options) (result, error) {
 			order = []bool{true, false}
 		}
 		for _, on := range order {
-			target := fmt.Sprintf("127.0.0.1:%d", offPort)
+			target, proc := fmt.Sprintf("127.0.0.1:%d", offPort), off
 			if on {
-				target = fmt.Sprintf("127.0.0.1:%d", onPort)
+				target, proc = fmt.Sprintf("127.0.0.1:%d", onPort), onProc
 			}
+			cpu0, cpuOK := proc.cpu()
 			res, err := runUAC(ctx, sippPath, dir, uacScenario, trunkPort, target, o.calls, o.rate, o.limit)
 			if err != nil {
 				return r, err
 			}
+			// The process's CPU per completed call over the phase: steadier than the rate, which
+			// moves with whatever else the two cores run.
+			var perCall float64
+			if cpu1, ok := proc.cpu(); ok && cpuOK && res.successful > 0 {
+				perCall = float64((cpu1-cpu0)/time.Microsecond) / float64(res.successful)
+			}
 			if on {
 				r.On = append(r.On, res.callsPerSecond())
+				r.OnCPU = append(r.OnCPU, perCall)
 				r.FailedOn += res.failed
 			} else {
 				r.Off = append(r.Off, res.callsPerSecond())
+				r.OffCPU = append(r.OffCPU, perCall)
 				r.FailedOff += res.failed
 			}
 			if !o.json {
-				fmt.Fprintf(os.Stderr, "round %d, translation on=%v: %.0f calls/s, %d ok, %d failed\n", i+1, on, res.callsPerSecond(), res.successful, res.failed)
+				fmt.Fprintf(os.Stderr, "round %d, translation on=%v: %.0f calls/s, %d ok, %d failed, %.0f µs CPU per call\n",
+					i+1, on, res.callsPerSecond(), res.successful, res.failed, perCall)
 			}
 		}
 	}
@@ -195,7 +213,8 @@ func run(ctx context.Context, o options) (result, error) {
 	if _, err := off.stop(); err != nil {
 		return r, fmt.Errorf("proxy off: %w", err)
 	}
-	if r.Events, err = on.stop(); err != nil {
+	r.OffCPUMedian, r.OnCPUMedian = median(r.OffCPU), median(r.OnCPU)
+	if r.Events, err = onProc.stop(); err != nil {
 		return r, fmt.Errorf("proxy on: %w", err)
 	}
 
