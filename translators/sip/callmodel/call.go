@@ -24,7 +24,7 @@ type call struct {
 	block  event.Call
 	locs   []string
 	seq    int64
-	seen   map[string]struct{}
+	seen   []uint64 // the keys of the messages seen (wire.key), for duplicate suppression
 
 	fromTag    string         // the caller's tag
 	callerHop  netip.AddrPort // where the first INVITE came from
@@ -65,7 +65,7 @@ type call struct {
 
 // newCall builds the call an initial INVITE starts, or reports false (counted) when the dialog
 // is not a call: its direction cannot be told, or it is a PBX's leg to one of its phones.
-func (t *Tracker) newCall(w *wire, gen int, seen map[string]struct{}) (*call, bool) {
+func (t *Tracker) newCall(w *wire, gen int, seen []uint64) (*call, bool) {
 	req := w.req
 	plan := t.cfg.Plan
 
@@ -146,7 +146,7 @@ func (t *Tracker) newCall(w *wire, gen int, seen map[string]struct{}) (*call, bo
 		inviteAt:  w.m.At,
 	}
 	if c.seen == nil {
-		c.seen = make(map[string]struct{})
+		c.seen = make([]uint64, 0, 8)
 	}
 	if gen > 1 {
 		c.id = w.callID + "#" + strconv.Itoa(gen)
@@ -185,10 +185,8 @@ func (t *Tracker) dialled(w *wire) event.Party {
 	plan := t.cfg.Plan
 	var toName string
 	var toParty *nameAddr
-	if vs := headerValues(w.req, "To", "t"); len(vs) == 1 {
-		if na, err := parseNameAddr(vs[0]); err == nil {
-			toParty, toName = &na, na.party.display
-		}
+	if nas, errs := nameAddrs(w.req, "To", "t"); len(nas) == 1 && len(errs) == 0 {
+		toParty, toName = &nas[0], nas[0].party.display
 	}
 	ruri := partyOf("", &w.req.Recipient)
 	p := plan.Classify(ruri.uri, toName)
@@ -570,52 +568,20 @@ func inferredID(c *call, typ event.Type) string {
 	return hashID(c.id, string(typ), "inferred")
 }
 
+// hashID is "sip-" and the first 128 bits of the SHA-256 of the parts, each followed by a zero
+// byte, in hex.
 func hashID(parts ...string) string {
-	h := sha256.New()
+	var buf [256]byte
+	b := buf[:0]
 	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
+		b = append(b, p...)
+		b = append(b, 0)
 	}
-	return "sip-" + hex.EncodeToString(h.Sum(nil))[:32]
-}
-
-// rawWire is the raw of an event a message caused.
-type rawWire struct {
-	SIP       string `json:"sip"`
-	Truncated bool   `json:"truncated,omitempty"`
-	SIPBytes  int    `json:"sipBytes,omitempty"`
-	Transport string `json:"transport,omitempty"`
-	Src       string `json:"src,omitempty"`
-	Dst       string `json:"dst,omitempty"`
-	SeenAt    string `json:"seenAt"`
-}
-
-// renderRaw renders the raw of the message: its text (as seen, else rendered from the parsed
-// message), bounded to maxRawSIP bytes, with where it went and when.
-func renderRaw(w *wire) json.RawMessage {
-	var text string
-	if len(w.m.Data) > 0 {
-		text = string(w.m.Data)
-	} else if w.m.SIP != nil {
-		text = w.m.SIP.String()
-	}
-	r := rawWire{Transport: w.m.Transport, SeenAt: w.m.At.UTC().Format(time.RFC3339Nano)}
-	if w.m.Src.IsValid() {
-		r.Src = w.m.Src.String()
-	}
-	if w.m.Dst.IsValid() {
-		r.Dst = w.m.Dst.String()
-	}
-	if len(text) > maxRawSIP {
-		r.Truncated, r.SIPBytes = true, len(text)
-		text = strings.ToValidUTF8(text[:maxRawSIP], "")
-	}
-	r.SIP = text
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil
-	}
-	return b
+	sum := sha256.Sum256(b)
+	var out [4 + 32]byte
+	copy(out[:], "sip-")
+	hex.Encode(out[4:], sum[:16])
+	return string(out[:])
 }
 
 // inferredRaw is the raw of an event Expire inferred.

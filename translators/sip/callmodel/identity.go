@@ -37,8 +37,7 @@ func callerIdentity(req headerer) (identity, error) {
 	anonymous := privacyHidesIdentity(headerValues(req, "Privacy"))
 
 	var from *nameAddr
-	if vs := headerValues(req, "From", "f"); len(vs) > 0 {
-		na, err := parseNameAddr(vs[0])
+	if na, ok, err := firstNameAddr(req, "From", "f"); ok {
 		if err != nil {
 			problems = append(problems, fmt.Errorf("from: %w", err))
 		} else {
@@ -49,12 +48,12 @@ func callerIdentity(req headerer) (identity, error) {
 		}
 	}
 
-	asserted, errs := parseAll(headerValues(req, "P-Asserted-Identity"))
+	asserted, errs := nameAddrs(req, "P-Asserted-Identity")
 	problems = append(problems, errs...)
 
 	var rpid *nameAddr
 	hideName := false
-	rpids, errs := parseAll(headerValues(req, "Remote-Party-ID"))
+	rpids, errs := nameAddrs(req, "Remote-Party-ID")
 	problems = append(problems, errs...)
 	for i := range rpids {
 		if !rpidIsParty(rpids[i], "calling") {
@@ -101,40 +100,25 @@ func callerIdentity(req headerer) (identity, error) {
 // a Remote-Party-ID with party=called, then the Contact. Anonymous forms and URIs without a user
 // part are skipped. It reports false when none names a party.
 func answeringParty(resp headerer) (identity, bool) {
-	asserted, _ := parseAll(headerValues(resp, "P-Asserted-Identity"))
+	asserted, _ := nameAddrs(resp, "P-Asserted-Identity")
 	if len(asserted) > 0 {
 		if p := pickAsserted(asserted); p.user != "" && !isAnonymousParty(p) {
 			return identity{party: p, source: sourcePAI}, true
 		}
 	}
-	rpids, _ := parseAll(headerValues(resp, "Remote-Party-ID"))
+	rpids, _ := nameAddrs(resp, "Remote-Party-ID")
 	for _, r := range rpids {
 		if rpidIsParty(r, "called") && r.party.user != "" && !isAnonymous(r) {
 			return identity{party: r.party, source: sourceRPID}, true
 		}
 	}
-	contacts, _ := parseAll(headerValues(resp, "Contact", "m"))
+	contacts, _ := nameAddrs(resp, "Contact", "m")
 	for _, c := range contacts {
 		if c.party.user != "" && !isAnonymous(c) {
 			return identity{party: c.party, source: sourceContact}, true
 		}
 	}
 	return identity{}, false
-}
-
-// parseAll parses each value, keeping those that parse and the errors of those that do not.
-func parseAll(values []string) ([]nameAddr, []error) {
-	var out []nameAddr
-	var errs []error
-	for _, v := range values {
-		na, err := parseNameAddr(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%q: %w", v, err))
-			continue
-		}
-		out = append(out, na)
-	}
-	return out, errs
 }
 
 // pickAsserted chooses among the values of P-Asserted-Identity, of which RFC 3325 allows one sip

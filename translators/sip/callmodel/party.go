@@ -1,6 +1,7 @@
 package callmodel
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -51,16 +52,24 @@ func partyOf(display string, u *sip.Uri) party {
 		// request (Replaces, Reason), not part of whom the URI names.
 		c := *u
 		c.Headers = nil
-		p.uri = c.String()
+		p.uri = uriText(&c)
 	case "tel":
 		num, _, _ := strings.Cut(u.Raw(), ";")
 		p.user = unescape(num)
 		p.phone = true
-		p.uri = u.String()
+		p.uri = uriText(u)
 	default:
-		p.uri = u.String()
+		p.uri = uriText(u)
 	}
 	return p
+}
+
+// uriText is u.String() written into one buffer grown for it up front.
+func uriText(u *sip.Uri) string {
+	var b strings.Builder
+	b.Grow(len(u.Scheme) + len(u.User) + len(u.Password) + len(u.Host) + 16 + 24*(len(u.UriParams)+len(u.Headers)))
+	u.StringWrite(&b)
+	return b.String()
 }
 
 // unquoteDisplay removes the quoted-pair escapes sipgo keeps in a quoted display name.
@@ -110,9 +119,95 @@ func headerValues(msg headerer, names ...string) []string {
 		if !nameIn(h.Name(), names) {
 			continue
 		}
-		out = append(out, splitList(h.Value())...)
+		out = appendList(out, h.Value())
 	}
 	return out
+}
+
+// nameAddrs reads every value of the header known by any of names as a name-addr, in message
+// order, with the errors of the values that do not parse. The From, To and Contact headers
+// sipgo parsed already are taken as parsed rather than rendered to text and parsed again.
+func nameAddrs(msg headerer, names ...string) ([]nameAddr, []error) {
+	var out []nameAddr
+	var errs []error
+	for _, h := range msg.Headers() {
+		if !nameIn(h.Name(), names) {
+			continue
+		}
+		if na, ok := typedNameAddr(h); ok {
+			out = append(out, na)
+			continue
+		}
+		for _, v := range splitList(h.Value()) {
+			na, err := parseNameAddr(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%q: %w", v, err))
+				continue
+			}
+			out = append(out, na)
+		}
+	}
+	return out, errs
+}
+
+// firstNameAddr is the first of nameAddrs: false when there is no such header, the error of
+// the first value when it does not parse.
+func firstNameAddr(msg headerer, names ...string) (nameAddr, bool, error) {
+	for _, h := range msg.Headers() {
+		if !nameIn(h.Name(), names) {
+			continue
+		}
+		if na, ok := typedNameAddr(h); ok {
+			return na, true, nil
+		}
+		vs := splitList(h.Value())
+		if len(vs) == 0 {
+			continue
+		}
+		na, err := parseNameAddr(vs[0])
+		return na, true, err
+	}
+	return nameAddr{}, false, nil
+}
+
+// typedNameAddr returns the name-addr of a From, To or Contact header as sipgo parsed it
+// (with sip.ParseAddressValue, as parseNameAddr does).
+func typedNameAddr(h sip.Header) (nameAddr, bool) {
+	var display string
+	var na nameAddr
+	switch v := h.(type) {
+	case *sip.FromHeader:
+		if v == nil {
+			return nameAddr{}, false
+		}
+		display, na.uri, na.params = v.DisplayName, v.Address, v.Params
+	case *sip.ToHeader:
+		if v == nil {
+			return nameAddr{}, false
+		}
+		display, na.uri, na.params = v.DisplayName, v.Address, v.Params
+	case *sip.ContactHeader:
+		if v == nil {
+			return nameAddr{}, false
+		}
+		display, na.uri, na.params = v.DisplayName, v.Address, v.Params
+	default:
+		return nameAddr{}, false
+	}
+	na.party = partyOf(display, &na.uri)
+	return na, true
+}
+
+// appendList appends the elements of a header value, split as splitList splits them, to out.
+func appendList(out []string, v string) []string {
+	if strings.IndexByte(v, ',') < 0 {
+		// One element: the common case, without splitList's slice.
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+		return out
+	}
+	return append(out, splitList(v)...)
 }
 
 // headerer is the part of a SIP message the readings walk: its headers in order. Both

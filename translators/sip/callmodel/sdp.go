@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -93,6 +92,9 @@ func sdpBody(contentType string, body []byte, depth int) ([]byte, bool, error) {
 	if strings.TrimSpace(contentType) == "" {
 		return body, bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("v=")), nil
 	}
+	if !strings.Contains(contentType, ";") && strings.EqualFold(strings.TrimSpace(contentType), "application/sdp") {
+		return body, true, nil // the common case, without mime's map of parameters
+	}
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		return nil, false, fmt.Errorf("content-type %q: %w", contentType, err)
@@ -155,10 +157,12 @@ func readSDP(body []byte) (sdpInfo, error) {
 		cur        = -1
 		bundleOnly []bool
 	)
-	for len(body) > 0 {
-		var line []byte
-		line, body, _ = bytes.Cut(body, []byte("\n"))
-		l := strings.TrimSpace(string(line))
+	// One copy of the body; every value below is a slice of it.
+	rest := string(body)
+	for len(rest) > 0 {
+		var l string
+		l, rest, _ = strings.Cut(rest, "\n")
+		l = strings.TrimSpace(l)
 		if len(l) < 2 || l[1] != '=' {
 			continue
 		}
@@ -169,22 +173,23 @@ func readSDP(body []byte) (sdpInfo, error) {
 		case 'o':
 			seen = true
 			if cur < 0 {
-				origin = strings.Join(strings.Fields(val), " ")
+				origin = val
 			}
 		case 'm':
 			seen = true
-			f := strings.Fields(val)
+			var f [3]string
+			nf := fields(val, f[:])
 			s := stream{dir: dirSendRecv}
-			if len(f) > 0 {
+			if nf > 0 {
 				s.media = strings.ToLower(f[0])
 			}
-			if len(f) > 1 {
+			if nf > 1 {
 				s.port = f[1]
 				p, _, _ := strings.Cut(f[1], "/")
 				n, err := strconv.Atoi(p)
 				s.active = err == nil && n > 0
 			}
-			if len(f) > 2 {
+			if nf > 2 {
 				s.proto = f[2]
 			}
 			streams = append(streams, s)
@@ -200,16 +205,16 @@ func readSDP(body []byte) (sdpInfo, error) {
 		case 'a':
 			name, _, _ := strings.Cut(val, ":")
 			var d direction
-			switch strings.ToLower(strings.TrimSpace(name)) {
-			case "sendrecv":
+			switch name = strings.TrimSpace(name); {
+			case strings.EqualFold(name, "sendrecv"):
 				d = dirSendRecv
-			case "sendonly":
+			case strings.EqualFold(name, "sendonly"):
 				d = dirSendOnly
-			case "recvonly":
+			case strings.EqualFold(name, "recvonly"):
 				d = dirRecvOnly
-			case "inactive":
+			case strings.EqualFold(name, "inactive"):
 				d = dirInactive
-			case "bundle-only":
+			case strings.EqualFold(name, "bundle-only"):
 				if cur >= 0 {
 					bundleOnly[cur] = true
 				}
@@ -228,8 +233,12 @@ func readSDP(body []byte) (sdpInfo, error) {
 		return sdpInfo{}, errors.New("not a session description: no v=, o= or m= line")
 	}
 
-	h := fnv.New64a()
-	io.WriteString(h, origin)
+	// The o= line's fields, whatever the spaces between them, then each stream's.
+	h := fnvOffset
+	var of [6]string
+	for _, f := range of[:fields(origin, of[:])] {
+		h = fnvString(h, f)
+	}
 	audio := 0
 	for i := range streams {
 		s := &streams[i]
@@ -246,10 +255,14 @@ func readSDP(body []byte) (sdpInfo, error) {
 		if s.active && s.media == "audio" {
 			audio++
 		}
-		fmt.Fprintf(h, "\n%s %s %s %s %s", s.media, s.port, s.proto, s.dir, s.conn)
+		h = fnvByte(h, '\n')
+		for _, f := range [...]string{s.media, s.port, s.proto, s.conn} {
+			h = fnvString(h, f)
+		}
+		h = fnvByte(h, byte(s.dir))
 	}
 
-	info := sdpInfo{fingerprint: h.Sum64()}
+	info := sdpInfo{fingerprint: h}
 	first := true
 	for _, s := range streams {
 		if !s.active || (audio > 0 && s.media != "audio") {
@@ -269,12 +282,31 @@ func readSDP(body []byte) (sdpInfo, error) {
 
 // connAddr returns the address of a c= value ("IN IP4 192.0.2.1/127/3"), without TTL or count.
 func connAddr(v string) string {
-	f := strings.Fields(v)
-	if len(f) < 3 {
+	var f [3]string
+	if fields(v, f[:]) < 3 {
 		return ""
 	}
 	a, _, _ := strings.Cut(f[2], "/")
 	return a
+}
+
+// fields puts the first len(f) space-separated fields of s into f (strings.Fields without its
+// slice) and returns how many there were; a last field runs to the first space after it.
+func fields(s string, f []string) int {
+	n := 0
+	for n < len(f) {
+		s = strings.TrimLeft(s, " \t")
+		if s == "" {
+			break
+		}
+		end := strings.IndexAny(s, " \t")
+		if end < 0 {
+			end = len(s)
+		}
+		f[n], s = s[:end], s[end:]
+		n++
+	}
+	return n
 }
 
 // unspecified reports whether an address is 0.0.0.0 or :: (in any spelling).

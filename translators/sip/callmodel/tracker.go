@@ -16,8 +16,24 @@ import (
 
 // retiredCalls is what the tracker remembers of a Call-ID whose calls it forgot.
 type retiredCalls struct {
-	gen  int            // the highest suffix number a call on the Call-ID had
-	tags map[string]int // the caller's tag of each call, with its suffix number
+	gen  int          // the highest suffix number a call on the Call-ID had
+	tags []retiredTag // the caller's tag of each call, with its suffix number
+}
+
+// retiredTag is the caller's tag of a forgotten call and the call's suffix number.
+type retiredTag struct {
+	tag string
+	gen int
+}
+
+// genOf returns the suffix number of the forgotten call the caller's tag started.
+func (r retiredCalls) genOf(tag string) (int, bool) {
+	for _, x := range r.tags {
+		if x.tag == tag {
+			return x.gen, true
+		}
+	}
+	return 0, false
 }
 
 // Bounds on what one call keeps.
@@ -85,6 +101,8 @@ type Tracker struct {
 
 	timers timers // the calls' deadlines
 
+	w wire // the message Observe is reading
+
 	recovered int // panics the guard in Observe caught: a bug, which tests look for
 
 	stats Stats
@@ -143,12 +161,46 @@ type wire struct {
 	reason  string
 }
 
-// key is the message's meaning: what a retransmission or a second capture repeats exactly.
-func (w *wire) key() string {
+// key is the message's meaning, what a retransmission or a second capture repeats exactly, as
+// a 64-bit FNV-1a hash of its parts: a request's method, CSeq number and tags; a response's
+// status, CSeq and to-tag. A call remembers at most maxSeenKeys of them, so the chance that two
+// different messages of one call share a key is below 2^-45.
+func (w *wire) key() uint64 {
+	h := fnvOffset
 	if w.req != nil {
-		return "q " + w.method + " " + strconv.FormatUint(uint64(w.cseq), 10) + " " + w.fromTag + " " + w.toTag
+		h = fnvByte(h, 'q')
+		h = fnvString(h, w.fromTag)
+	} else {
+		h = fnvByte(h, 's')
+		h = fnvUint(h, uint64(w.status))
 	}
-	return "s " + strconv.Itoa(w.status) + " " + w.method + " " + strconv.FormatUint(uint64(w.cseq), 10) + " " + w.toTag
+	h = fnvString(h, w.method)
+	h = fnvUint(h, uint64(w.cseq))
+	return fnvString(h, w.toTag)
+}
+
+// FNV-1a, 64 bits, computed in place (hash/fnv's hasher would be an allocation per message).
+const (
+	fnvOffset uint64 = 14695981039346656037
+	fnvPrime  uint64 = 1099511628211
+)
+
+func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime }
+
+// fnvString hashes s and then its length, so that adjacent strings cannot trade bytes.
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = fnvByte(h, s[i])
+	}
+	return fnvUint(h, uint64(len(s)))
+}
+
+func fnvUint(h uint64, v uint64) uint64 {
+	for range 8 {
+		h = fnvByte(h, byte(v))
+		v >>= 8
+	}
+	return h
 }
 
 // Observe reads one message and returns the events it causes, in order (usually none). It never
@@ -186,7 +238,10 @@ func (t *Tracker) read(m Message) (*wire, bool) {
 	if m.At.IsZero() {
 		return nil, false
 	}
-	w := &wire{m: m}
+	// The wire lives in the tracker: one per message would be most of what reading costs, and
+	// no wire outlives the Observe that read it.
+	w := &t.w
+	*w = wire{m: m}
 	msg := m.SIP
 	if msg == nil {
 		if len(m.Data) == 0 {
@@ -218,7 +273,7 @@ func (t *Tracker) read(m Message) (*wire, bool) {
 		return nil, false
 	}
 	typed := readTyped(w.msg)
-	id, cseq := typed.callID, typed.cseq
+	id, cseqNo, method := typed.callID, typed.cseqNo, typed.cseqMethod
 	if !typed.ids {
 		ids := headerValues(w.msg, "Call-ID", "i")
 		if len(ids) != 1 {
@@ -229,18 +284,18 @@ func (t *Tracker) read(m Message) (*wire, bool) {
 		if len(cs) != 1 {
 			return nil, false
 		}
-		cseq = cs[0]
+		num, m, ok := strings.Cut(strings.TrimSpace(cs[0]), " ")
+		n, err := strconv.ParseUint(num, 10, 32)
+		if !ok || err != nil {
+			return nil, false
+		}
+		cseqNo, method = uint32(n), m
 	}
 	w.callID = strings.TrimSpace(id)
 	if w.callID == "" || len(w.callID) > maxCallIDLen || hasControl(w.callID) {
 		return nil, false
 	}
-	num, method, ok := strings.Cut(strings.TrimSpace(cseq), " ")
-	n, err := strconv.ParseUint(num, 10, 32)
-	if !ok || err != nil {
-		return nil, false
-	}
-	w.cseq = uint32(n)
+	w.cseq = cseqNo
 	method = strings.ToUpper(strings.TrimSpace(method))
 	if w.req != nil && method != w.method || method == "" {
 		return nil, false
@@ -266,14 +321,11 @@ func (t *Tracker) read(m Message) (*wire, bool) {
 // tagOf reads the tag parameter of the From or To header; false when the header is missing or
 // does not parse.
 func tagOf(msg headerer, names ...string) (string, bool) {
-	vs := headerValues(msg, names...)
-	if len(vs) != 1 {
+	nas, errs := nameAddrs(msg, names...)
+	if len(nas) != 1 || len(errs) != 0 {
 		return "", false
 	}
-	na, err := parseNameAddr(vs[0])
-	if err != nil {
-		return "", false
-	}
+	na := nas[0]
 	tag, _ := paramFold(na.params, "tag")
 	return tag, true
 }
@@ -282,7 +334,8 @@ func tagOf(msg headerer, names ...string) (string, bool) {
 // their typed forms (it does for Call-ID, CSeq, From and To, full or compact), in one walk over
 // the headers: rendering them back to text and parsing them again was a fifth of the model's time.
 type typedHeaders struct {
-	callID, cseq, fromTag, toTag string
+	callID, cseqMethod, fromTag, toTag string
+	cseqNo                             uint32
 	// ids, from and to are set when that part was read from exactly one typed header and no
 	// header of the same name stayed text; otherwise read takes the general path for it.
 	ids, from, to bool
@@ -299,7 +352,7 @@ func readTyped(msg headerer) typedHeaders {
 			t.callID = string(*v)
 		case *sip.CSeqHeader:
 			nSeq++
-			t.cseq = strconv.FormatUint(uint64(v.SeqNo), 10) + " " + string(v.MethodName)
+			t.cseqNo, t.cseqMethod = v.SeqNo, string(v.MethodName)
 		case *sip.FromHeader:
 			nFrom++
 			t.fromTag, _ = paramFold(v.Params, "tag")
@@ -373,12 +426,12 @@ func (t *Tracker) response(w *wire) []event.Event {
 // it when not.
 func (t *Tracker) duplicate(c *call, w *wire) bool {
 	k := w.key()
-	if _, ok := c.seen[k]; ok {
+	if slices.Contains(c.seen, k) {
 		t.stats.Duplicates++
 		return true
 	}
 	if len(c.seen) < maxSeenKeys {
-		c.seen[k] = struct{}{}
+		c.seen = append(c.seen, k)
 	}
 	c.seenAt = later(c.seenAt, w.m.At)
 	return false
@@ -388,7 +441,7 @@ func (t *Tracker) duplicate(c *call, w *wire) bool {
 // redirected one, or a copy.
 func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 	gen := 1
-	var seen map[string]struct{}
+	var seen []uint64
 	var out []event.Event
 	if c != nil {
 		if t.duplicate(c, w) {
@@ -411,7 +464,7 @@ func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 		gen, seen = c.gen+1, c.seen
 	} else if r, ok := t.retired[w.callID]; ok {
 		gen = r.gen + 1
-		if g, ok := r.tags[w.fromTag]; ok {
+		if g, ok := r.genOf(w.fromTag); ok {
 			// The same caller's INVITE again, after its call was forgotten: a replay (of a
 			// capture, or by a sender that kept retrying), which must land on the same call.
 			gen = g
@@ -425,7 +478,7 @@ func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 		t.stats.Dropped++
 		return nil
 	}
-	nc.seen[w.key()] = struct{}{}
+	nc.seen = append(nc.seen, w.key())
 	t.calls[w.callID] = nc
 	t.fresh = append(t.fresh, nc)
 	return append(out, nc.start(t, w)...)
@@ -532,11 +585,10 @@ func (t *Tracker) retire(c *call) {
 	}
 	r := t.retired[c.callID]
 	r.gen = max(r.gen, c.gen)
-	if r.tags == nil {
-		r.tags = make(map[string]int, 1)
-	}
-	if len(r.tags) < maxRetiredTags {
-		r.tags[c.fromTag] = c.gen
+	if i := slices.IndexFunc(r.tags, func(x retiredTag) bool { return x.tag == c.fromTag }); i >= 0 {
+		r.tags[i].gen = c.gen
+	} else if len(r.tags) < maxRetiredTags {
+		r.tags = append(r.tags, retiredTag{c.fromTag, c.gen})
 	}
 	t.retired[c.callID] = r
 	for len(t.retired) > t.cfg.MaxCalls && t.retiredHead < len(t.retiredOrder) {
