@@ -45,6 +45,11 @@ type Config struct {
 	Observe func(callmodel.Message)
 	// ObserveQueue is the length of Observe's queue; 0 means DefaultObserveQueue.
 	ObserveQueue int
+	// ObserveInline calls Observe directly from the forwarding path, with no queue of the
+	// proxy's own, for an Observe that never blocks because it queues (and drops) by itself, as
+	// the sip translator's does: a hop from one goroutine to another fewer per message.
+	// ObserveQueue is then unused. A panic in Observe is still recovered, logged and counted.
+	ObserveInline bool
 	// Advertise is the host (IP or name) the proxy writes in its Via and Record-Route headers.
 	// Empty: the listener's IP, or, for a listener on 0.0.0.0 or [::], the local IP the system
 	// routes to the PBX from.

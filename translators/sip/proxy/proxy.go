@@ -85,7 +85,7 @@ func New(cfg Config) (*Proxy, error) {
 		la, _ := parseListen(l)
 		p.listen = append(p.listen, la)
 	}
-	if cfg.Observe != nil {
+	if cfg.Observe != nil && !cfg.ObserveInline {
 		n := cfg.ObserveQueue
 		if n == 0 {
 			n = DefaultObserveQueue

@@ -199,9 +199,14 @@ func TestUnparseableDroppedAndCounted(t *testing.T) {
 // Each Observe call carries where the message came from, where it went, the transport, the
 // receive time, and the message as received.
 func TestObserveFields(t *testing.T) {
+	t.Run("queued", func(t *testing.T) { testObserveFields(t, false) })
+	t.Run("inline", func(t *testing.T) { testObserveFields(t, true) })
+}
+
+func testObserveFields(t *testing.T, inline bool) {
 	trunk, pbx := newUA(t), newUA(t)
 	rec := &recorder{}
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String(), Observe: rec.observe})
+	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String(), Observe: rec.observe, ObserveInline: inline})
 	before := time.Now()
 	trunk.send(r.udp, invite(trunk, r.udp, "obs", "obs", "70"))
 	inv := pbx.expectRequest(sip.INVITE)

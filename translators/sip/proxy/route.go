@@ -360,7 +360,7 @@ func (p *Proxy) local(network string) (string, int) {
 // for an initial dialog-creating request, its Record-Route.
 func (p *Proxy) prepare(req *sip.Request, src, dst peer, branch string, initial bool) *sip.Request {
 	fwd := req
-	if p.obs != nil {
+	if p.observing() {
 		fwd = forwardCopy(req)
 	}
 	if v := fwd.Via(); v != nil {
@@ -489,7 +489,7 @@ func (p *Proxy) handleResponse(res *sip.Response, data []byte, src peer, at time
 	}
 
 	fwd := res
-	if p.obs != nil {
+	if p.observing() {
 		fwd = relayCopy(res)
 	}
 	fwd.RemoveHeader("Via")
@@ -562,10 +562,14 @@ func (p *Proxy) viaPeer(v *sip.ViaHeader) (peer, error) {
 
 // observe queues a forwarded message for Observe; it never waits.
 func (p *Proxy) observe(msg sip.Message, data []byte, src, dst peer, at time.Time) {
-	if p.obs == nil {
+	if !p.observing() {
 		return
 	}
 	m := callmodel.Message{SIP: msg, Data: data, Transport: src.network, Src: src.addr, Dst: dst.addr, At: at}
+	if p.obs == nil {
+		p.callObserve(m) // ObserveInline
+		return
+	}
 	select {
 	case p.obs <- m:
 	default:
@@ -573,6 +577,9 @@ func (p *Proxy) observe(msg sip.Message, data []byte, src, dst peer, at time.Tim
 		p.warn("observe_dropped", "sip proxy: observer queue full, message not observed (the call goes on)")
 	}
 }
+
+// observing reports whether messages go to Observe.
+func (p *Proxy) observing() bool { return p.cfg.Observe != nil }
 
 // observeLoop calls Observe for each queued message until the proxy stops.
 func (p *Proxy) observeLoop() {

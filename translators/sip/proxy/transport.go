@@ -220,10 +220,11 @@ func (p *Proxy) dial(a netip.AddrPort) (*tcpConn, error) {
 	return tc, nil
 }
 
-// render writes msg's wire form.
+// render writes msg's wire form, into a buffer grown once for headers of up to 1 KiB and the
+// body (growing it as the message is written cost more than the copy of the message itself).
 func render(msg sip.Message) []byte {
 	var b bytes.Buffer
-	b.Grow(1024)
+	b.Grow(1024 + len(msg.Body()))
 	msg.StringWrite(&b)
 	return b.Bytes()
 }
