@@ -15,7 +15,7 @@ func newMode(cfg Config, observe func(callmodel.Message), log *slog.Logger) (r r
 	switch cfg.Mode {
 	case ModeProxy:
 		p, err := proxy.New(proxy.Config{Listen: cfg.Listen, PBX: cfg.PBX, Trunk: cfg.Trunk, Advertise: cfg.Advertise,
-			MaxTransactions: cfg.MaxTransactions, ObserveQueue: cfg.QueueSize, Observe: observe, Logger: log})
+			MaxTransactions: cfg.MaxTransactions, Observe: observe, ObserveInline: true, Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}
