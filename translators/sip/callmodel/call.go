@@ -489,8 +489,19 @@ func (c *call) endEvent(t *Tracker, at time.Time, d event.Disposition, id string
 		t.endedInOrder(c)
 	}
 	c.ended, c.endedAt, c.forgetAt = true, at, at.Add(t.cfg.Grace)
-	c.refers = nil
+	c.shed()
 	return e
+}
+
+// shed lets go of what only a call in progress needs. An ended call emits nothing more; it is
+// held for Grace only to absorb retransmissions and late copies and to number a new call on its
+// Call-ID, and at the rates a proxy carries most calls held are such calls, which the garbage
+// collector scans on every cycle.
+func (c *call) shed() {
+	c.block = event.Call{Direction: c.block.Direction}
+	c.locs = nil
+	c.refers = nil
+	c.answerTag, c.lateTag, c.pendingReason = "", "", ""
 }
 
 // deadline is when Expire next has something to do with the call.

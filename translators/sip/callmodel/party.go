@@ -217,11 +217,13 @@ type headerer interface {
 }
 
 func nameIn(name string, names []string) bool {
-	name = strings.TrimSpace(name)
 	for _, n := range names {
-		if strings.EqualFold(name, n) {
+		if len(name) == len(n) && strings.EqualFold(name, n) {
 			return true
 		}
+	}
+	if t := strings.TrimSpace(name); len(t) != len(name) {
+		return nameIn(t, names) // a name with stray spaces around it (parsers keep them)
 	}
 	return false
 }
