@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -32,6 +34,7 @@ type childOptions struct {
 	listen     int
 	pbx, trunk string
 	cpuprofile string
+	memprofile string
 }
 
 // serveChild runs one proxy until stdin closes, and reports on stdout.
@@ -45,6 +48,14 @@ func serveChild(ctx context.Context, o childOptions) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.memprofile != "" {
+		defer func() {
+			if f, err := os.Create(o.memprofile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -85,7 +96,54 @@ func serveChild(ctx context.Context, o childOptions) error {
 		return err
 	}
 	fmt.Println(em.n.Load())
+	out, _ := json.Marshal(readCPUClasses())
+	fmt.Println(string(out))
 	return nil
+}
+
+// cpuClasses is how a proxy process spent its CPU time, from runtime/metrics: all of it, the
+// garbage collector's share (marking, assists, pauses) and the program's own.
+type cpuClasses struct {
+	Total float64 `json:"total"`
+	GC    float64 `json:"gc"`
+	User  float64 `json:"user"`
+	// Switches counts the context switches of the process's threads (Linux): how often a
+	// thread was put to sleep and woken, which handing work between goroutines costs.
+	Switches uint64 `json:"switches"`
+}
+
+func readCPUClasses() cpuClasses {
+	s := []metrics.Sample{{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/cpu/classes/user:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
+	metrics.Read(s)
+	v := func(i int) float64 {
+		if s[i].Value.Kind() != metrics.KindFloat64 {
+			return 0
+		}
+		return s[i].Value.Float64()
+	}
+	// total counts the idle time of every P; what the process used is the rest.
+	return cpuClasses{Total: v(0) - v(3), GC: v(1), User: v(2), Switches: contextSwitches()}
+}
+
+// contextSwitches sums the voluntary and involuntary context switches of this process's
+// threads, from /proc/self/task/*/status; 0 where there is no such file.
+func contextSwitches() uint64 {
+	tasks, _ := filepath.Glob("/proc/self/task/*/status")
+	var n uint64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				x, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				n += x
+			}
+		}
+	}
+	return n
 }
 
 // countingEmitter takes every event at once and counts it, as an agent with a fast outbox would.
@@ -113,6 +171,9 @@ func startChild(ctx context.Context, o childOptions) (*child, error) {
 	args := []string{"-serve", o.serve, "-listen", strconv.Itoa(o.listen), "-pbx", o.pbx, "-trunk", o.trunk}
 	if o.cpuprofile != "" {
 		args = append(args, "-cpuprofile", o.cpuprofile)
+	}
+	if o.memprofile != "" {
+		args = append(args, "-memprofile", o.memprofile)
 	}
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Stderr = os.Stderr
@@ -165,12 +226,16 @@ func (c *child) cpu() (time.Duration, bool) {
 // architecture Go supports.
 const clockTicks = 100
 
-// stop ends the process and returns the events it emitted.
-func (c *child) stop() (uint64, error) {
+// stop ends the process and returns the events it emitted and how it spent its CPU time.
+func (c *child) stop() (uint64, cpuClasses, error) {
 	_ = c.stdin.Close()
 	var n uint64
+	var cpu cpuClasses
 	if c.out.Scan() {
 		n, _ = strconv.ParseUint(strings.TrimSpace(c.out.Text()), 10, 64)
 	}
-	return n, c.cmd.Wait()
+	if c.out.Scan() {
+		_ = json.Unmarshal(c.out.Bytes(), &cpu)
+	}
+	return n, cpu, c.cmd.Wait()
 }

@@ -94,9 +94,10 @@ func benchHEP(calls, rounds int) ([]float64, error) {
 	return rates, nil
 }
 
-// modelMemory returns the call model's heap bytes per 1,000 answered calls in progress, measured
-// with calls of them.
-func modelMemory(calls int) (float64, error) {
+// modelMemory returns the call model's heap bytes per 1,000 calls held, measured with calls of
+// them: answered calls in progress (ended false), or calls that ended and wait out their grace
+// (ended true; at a proxy's rates most calls held are those).
+func modelMemory(calls int, ended bool) (float64, error) {
 	tr, err := newTracker()
 	if err != nil {
 		return 0, err
@@ -106,7 +107,11 @@ func modelMemory(calls int) (float64, error) {
 	runtime.ReadMemStats(&before)
 	at := time.Unix(1795400000, 0)
 	for n := range calls {
-		for _, m := range basicCall(n)[:5] { // answered and acknowledged, not ended
+		msgs := basicCall(n)
+		if !ended {
+			msgs = msgs[:5] // answered and acknowledged, not ended
+		}
+		for _, m := range msgs {
 			tr.Observe(callmodel.Message{Data: []byte(m[2]), Transport: "udp", Src: netip.MustParseAddrPort(m[0]), Dst: netip.MustParseAddrPort(m[1]), At: at})
 		}
 	}

@@ -40,7 +40,7 @@ type options struct {
 	hepCalls                   int
 	scenarios, sipp            string
 	json                       bool
-	cpuprofile                 string
+	cpuprofile, memprofile     string
 	child                      childOptions
 }
 
@@ -58,13 +58,21 @@ type result struct {
 	OnCPU         []float64 `json:"onCPUMicrosPerCall"`
 	OffCPUMedian  float64   `json:"offCPUMedian"`
 	OnCPUMedian   float64   `json:"onCPUMedian"`
-	FailedOff     int       `json:"failedCallsOff"`
-	FailedOn      int       `json:"failedCallsOn"`
-	Events        uint64    `json:"eventsEmitted"`
-	HEP           []float64 `json:"hepDatagramsPerSecond"`
-	HEPMedian     float64   `json:"hepMedian"`
-	BytesPer1000  float64   `json:"modelBytesPer1000Calls"`
-	CPUs          int       `json:"cpus"`
+	// The garbage collector's share of each proxy process's CPU time over the whole run.
+	OffGCShare float64 `json:"offGCShare"`
+	OnGCShare  float64 `json:"onGCShare"`
+	// Context switches of each proxy process's threads per call, over the whole run.
+	OffSwitchesPerCall float64   `json:"offSwitchesPerCall"`
+	OnSwitchesPerCall  float64   `json:"onSwitchesPerCall"`
+	FailedOff          int       `json:"failedCallsOff"`
+	FailedOn           int       `json:"failedCallsOn"`
+	Events             uint64    `json:"eventsEmitted"`
+	HEP                []float64 `json:"hepDatagramsPerSecond"`
+	HEPMedian          float64   `json:"hepMedian"`
+	BytesPer1000       float64   `json:"modelBytesPer1000Calls"`
+	// EndedBytesPer1000 is the same for calls that ended and are held for their grace.
+	EndedBytesPer1000 float64 `json:"modelBytesPer1000EndedCalls"`
+	CPUs              int     `json:"cpus"`
 }
 
 func main() {
@@ -78,6 +86,7 @@ func main() {
 	flag.StringVar(&o.sipp, "sipp", "sipp", "the sipp program")
 	flag.BoolVar(&o.json, "json", false, "print the result as JSON")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the proxy with translation on (its own process) to this file, and of the proxy alone to this file with .off added")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile of the proxy with translation on to this file, and of the proxy alone to this file with .off added")
 	flag.StringVar(&o.child.serve, "serve", "", "internal: run one proxy under test (off or on) until stdin closes")
 	flag.IntVar(&o.child.listen, "listen", 0, "internal: -serve's UDP port")
 	flag.StringVar(&o.child.pbx, "pbx", "", "internal: -serve's PBX")
@@ -86,7 +95,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if o.child.serve != "" {
-		o.child.cpuprofile = o.cpuprofile
+		o.child.cpuprofile, o.child.memprofile = o.cpuprofile, o.memprofile
 		if err := serveChild(ctx, o.child); err != nil {
 			fmt.Fprintln(os.Stderr, "callwire-bench-sip -serve:", err)
 			os.Exit(1)
@@ -109,9 +118,11 @@ func main() {
 	if r.OffCPUMedian > 0 {
 		fmt.Printf("  proxy process CPU per call: off %s µs (median %.0f), on %s µs (median %.0f); on/off %.2f\n",
 			fmtRates(r.OffCPU), r.OffCPUMedian, fmtRates(r.OnCPU), r.OnCPUMedian, r.OnCPUMedian/r.OffCPUMedian)
+		fmt.Printf("  garbage collector's share of that CPU: off %.0f%%, on %.0f%%; context switches per call: off %.1f, on %.1f\n",
+			100*r.OffGCShare, 100*r.OnGCShare, r.OffSwitchesPerCall, r.OnSwitchesPerCall)
 	}
 	fmt.Printf("tap: HEP datagrams decoded and translated per second: %s (median %.0f)\n", fmtRates(r.HEP), r.HEPMedian)
-	fmt.Printf("call model memory: %.0f KiB per 1,000 calls in progress\n", r.BytesPer1000/1024)
+	fmt.Printf("call model memory: %.0f KiB per 1,000 calls in progress, %.0f KiB per 1,000 ended calls in their grace\n", r.BytesPer1000/1024, r.EndedBytesPer1000/1024)
 }
 
 func fmtRates(v []float64) string {
@@ -155,17 +166,20 @@ func run(ctx context.Context, o options) (result, error) {
 	}
 	defer func() { cancel(); _ = uas.Wait() }()
 
-	offProfile := ""
+	offProfile, offMem := "", ""
 	if o.cpuprofile != "" {
 		offProfile = o.cpuprofile + ".off"
 	}
-	off, err := startChild(ctx, childOptions{serve: "off", listen: offPort, pbx: pbx, trunk: trunk, cpuprofile: offProfile})
+	if o.memprofile != "" {
+		offMem = o.memprofile + ".off"
+	}
+	off, err := startChild(ctx, childOptions{serve: "off", listen: offPort, pbx: pbx, trunk: trunk, cpuprofile: offProfile, memprofile: offMem})
 	if err != nil {
 		return r, err
 	}
-	onProc, err := startChild(ctx, childOptions{serve: "on", listen: onPort, pbx: pbx, trunk: trunk, cpuprofile: o.cpuprofile})
+	onProc, err := startChild(ctx, childOptions{serve: "on", listen: onPort, pbx: pbx, trunk: trunk, cpuprofile: o.cpuprofile, memprofile: o.memprofile})
 	if err != nil {
-		_, _ = off.stop()
+		_, _, _ = off.stop()
 		return r, err
 	}
 
@@ -210,19 +224,29 @@ func run(ctx context.Context, o options) (result, error) {
 		r.Ratio = r.OnMedian / r.OffMedian
 	}
 	time.Sleep(time.Second) // the last events leave the call model
-	if _, err := off.stop(); err != nil {
+	r.OffCPUMedian, r.OnCPUMedian = median(r.OffCPU), median(r.OnCPU)
+	var offCPU, onCPU cpuClasses
+	if _, offCPU, err = off.stop(); err != nil {
 		return r, fmt.Errorf("proxy off: %w", err)
 	}
-	r.OffCPUMedian, r.OnCPUMedian = median(r.OffCPU), median(r.OnCPU)
-	if r.Events, err = onProc.stop(); err != nil {
+	if r.Events, onCPU, err = onProc.stop(); err != nil {
 		return r, fmt.Errorf("proxy on: %w", err)
+	}
+	if offCPU.Total > 0 && onCPU.Total > 0 {
+		r.OffGCShare, r.OnGCShare = offCPU.GC/offCPU.Total, onCPU.GC/onCPU.Total
+	}
+	if calls := float64(o.rounds * o.calls); calls > 0 {
+		r.OffSwitchesPerCall, r.OnSwitchesPerCall = float64(offCPU.Switches)/calls, float64(onCPU.Switches)/calls
 	}
 
 	if r.HEP, err = benchHEP(o.hepCalls, o.rounds); err != nil {
 		return r, err
 	}
 	r.HEPMedian = median(r.HEP)
-	if r.BytesPer1000, err = modelMemory(10000); err != nil {
+	if r.BytesPer1000, err = modelMemory(10000, false); err != nil {
+		return r, err
+	}
+	if r.EndedBytesPer1000, err = modelMemory(10000, true); err != nil {
 		return r, err
 	}
 	return r, nil
