@@ -198,10 +198,14 @@ func startChild(ctx context.Context, o childOptions) (*child, error) {
 	return c, nil
 }
 
-// cpu returns the CPU time (user and system) the process has used so far, read from
+// cpu returns the CPU time (user and system) the process has used so far; false where it cannot
+// be read (not Linux).
+func (c *child) cpu() (time.Duration, bool) { return procCPU(c.cmd.Process.Pid) }
+
+// procCPU returns the CPU time (user and system) process pid has used so far, read from
 // /proc/<pid>/stat; false where there is no such file (not Linux).
-func (c *child) cpu() (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, false
 	}

@@ -56,6 +56,9 @@ type result struct {
 	Ratio         float64   `json:"ratio"`
 	OffCPU        []float64 `json:"offCPUMicrosPerCall"`
 	OnCPU         []float64 `json:"onCPUMicrosPerCall"`
+	// SippCPU is both sipps' CPU (the caller and the PBX) per completed call, each phase.
+	SippCPU       []float64 `json:"sippCPUMicrosPerCall"`
+	SippCPUMedian float64   `json:"sippCPUMedian"`
 	OffCPUMedian  float64   `json:"offCPUMedian"`
 	OnCPUMedian   float64   `json:"onCPUMedian"`
 	// The garbage collector's share of each proxy process's CPU time over the whole run.
@@ -118,6 +121,7 @@ func main() {
 	if r.OffCPUMedian > 0 {
 		fmt.Printf("  proxy process CPU per call: off %s µs (median %.0f), on %s µs (median %.0f); on/off %.2f\n",
 			fmtRates(r.OffCPU), r.OffCPUMedian, fmtRates(r.OnCPU), r.OnCPUMedian, r.OnCPUMedian/r.OffCPUMedian)
+		fmt.Printf("  the two sipps' CPU per call (caller and PBX, every phase): median %.0f µs\n", r.SippCPUMedian)
 		fmt.Printf("  garbage collector's share of that CPU: off %.0f%%, on %.0f%%; context switches per call: off %.1f, on %.1f\n",
 			100*r.OffGCShare, 100*r.OnGCShare, r.OffSwitchesPerCall, r.OnSwitchesPerCall)
 	}
@@ -194,6 +198,7 @@ func run(ctx context.Context, o options) (result, error) {
 				target, proc = fmt.Sprintf("127.0.0.1:%d", onPort), onProc
 			}
 			cpu0, cpuOK := proc.cpu()
+			uas0, uasOK := procCPU(uas.Process.Pid)
 			res, err := runUAC(ctx, sippPath, dir, uacScenario, trunkPort, target, o.calls, o.rate, o.limit)
 			if err != nil {
 				return r, err
@@ -203,6 +208,9 @@ func run(ctx context.Context, o options) (result, error) {
 			var perCall float64
 			if cpu1, ok := proc.cpu(); ok && cpuOK && res.successful > 0 {
 				perCall = float64((cpu1-cpu0)/time.Microsecond) / float64(res.successful)
+			}
+			if uas1, ok := procCPU(uas.Process.Pid); ok && uasOK && res.successful > 0 {
+				r.SippCPU = append(r.SippCPU, float64((uas1-uas0+res.cpu)/time.Microsecond)/float64(res.successful))
 			}
 			if on {
 				r.On = append(r.On, res.callsPerSecond())
@@ -224,7 +232,7 @@ func run(ctx context.Context, o options) (result, error) {
 		r.Ratio = r.OnMedian / r.OffMedian
 	}
 	time.Sleep(time.Second) // the last events leave the call model
-	r.OffCPUMedian, r.OnCPUMedian = median(r.OffCPU), median(r.OnCPU)
+	r.OffCPUMedian, r.OnCPUMedian, r.SippCPUMedian = median(r.OffCPU), median(r.OnCPU), median(r.SippCPU)
 	var offCPU, onCPU cpuClasses
 	if _, offCPU, err = off.stop(); err != nil {
 		return r, fmt.Errorf("proxy off: %w", err)

@@ -18,6 +18,7 @@ import (
 type sippRun struct {
 	successful, failed int
 	elapsed            time.Duration
+	cpu                time.Duration // the caller-side sipp's CPU time, user and system
 }
 
 // callsPerSecond is the rate of calls that completed.
@@ -74,6 +75,9 @@ func runUAC(ctx context.Context, sipp, dir, scenario string, port int, target st
 	// sipp's own elapsed time has whole seconds only; the wall time includes its start, the
 	// same for every phase.
 	r.elapsed = wall
+	if cmd.ProcessState != nil {
+		r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	return r, nil
 }
 
