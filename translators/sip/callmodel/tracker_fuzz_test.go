@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emiago/sipgo/sip"
+
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -120,4 +122,59 @@ func benchmarkObserve(b *testing.B, parsed bool) {
 		}
 	}
 	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+}
+
+// BenchmarkObserveBusy is BenchmarkObserveParsed at a busy proxy's steady state: a new Call-ID
+// for every call, 2,000 calls a second, Expire called as the pipeline calls it, and the tracker
+// as full as that keeps it (every call held for its grace after it ends: about 50,000 calls).
+// What a call costs there, with the calls map, the deadlines and the heap that large, is what
+// translation costs a proxy under load.
+func BenchmarkObserveBusy(b *testing.B) {
+	msgs := loadFlow(b, filepath.Join("testdata", "flows", "inbound_answered_caller_bye.sip"))
+	p := newParser()
+	var ids []*sip.CallIDHeader
+	for i := range msgs {
+		msg, err := p.ParseSIP(msgs[i].Data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs[i].SIP = msg
+		for _, h := range msg.(headerer).Headers() {
+			if id, ok := h.(*sip.CallIDHeader); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) != len(msgs) {
+		b.Fatalf("%d Call-IDs in %d messages", len(ids), len(msgs))
+	}
+	tr := newTestTracker(b)
+	const every = time.Second / 2000
+	events := 0
+	call := func(n int) {
+		id := sip.CallIDHeader("busy-" + itoa(n) + "@203.0.113.5")
+		for _, h := range ids {
+			*h = id
+		}
+		shift := time.Duration(n) * every
+		for _, m := range msgs {
+			m.At = m.At.Add(shift)
+			events += len(tr.Observe(m))
+		}
+		if n%64 == 63 {
+			tr.Expire(msgs[len(msgs)-1].At.Add(shift))
+		}
+	}
+	const warm = 100_000
+	for n := range warm {
+		call(n)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	events = 0
+	for i := 0; i < b.N; i++ {
+		call(warm + i)
+	}
+	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+	b.ReportMetric(float64(tr.Stats().Calls), "calls-held")
 }
