@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"math/rand/v2"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/popup"
@@ -102,31 +100,6 @@ func TestAppendSuccessMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// TestAppendJSONStringRandom compares the escaping with encoding/json's on random bytes, valid
-// UTF-8 or not.
-func TestAppendJSONStringRandom(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	alphabet := []rune{'a', '"', '\\', '\n', 0, 0x1f, 0x7f, 'é', '\u2028', '\u2029', 0x1F4DE, utf8.RuneError}
-	for i := range 2000 {
-		var b []byte
-		for range r.IntN(12) {
-			if r.IntN(5) == 0 {
-				b = append(b, byte(r.IntN(256))) // often invalid UTF-8
-				continue
-			}
-			b = utf8.AppendRune(b, alphabet[r.IntN(len(alphabet))])
-		}
-		s := string(b)
-		want, err := marshalNoEscape(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Fatalf("case %d %q: got %s, want %s", i, s, got, want)
-		}
-	}
-}
-
 func BenchmarkSuccessBody(b *testing.B) {
 	res := ingest.Result{}
 	for i := range 50 {
@@ -138,21 +111,4 @@ func BenchmarkSuccessBody(b *testing.B) {
 	for b.Loop() {
 		_ = appendSuccess(make([]byte, 0, successSize(res)), res)
 	}
-}
-
-// FuzzAppendJSONString checks that the success body's strings are escaped exactly as
-// encoding/json escapes them, for any bytes, and so are valid JSON.
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "a", `"\`, "\x00\x1f\x7f", "\u2028\u2029", "\xff", "caf\u00e9", "<&>"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, err := marshalNoEscape(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Fatalf("%q: got %s, want %s", s, got, want)
-		}
-	})
 }

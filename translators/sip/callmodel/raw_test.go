@@ -9,50 +9,6 @@ import (
 	"unicode/utf8"
 )
 
-func TestAppendJSONString(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"", `""`},
-		{"INVITE sip:100@pbx SIP/2.0\r\nTo: <sip:100@pbx>\r\n", `"INVITE sip:100@pbx SIP/2.0\r\nTo: <sip:100@pbx>\r\n"`},
-		{`a "quoted" \ back`, `"a \"quoted\" \\ back"`},
-		{"tab\tnul\x00bel\x07del\x7f", `"tab\tnul\u0000bel\u0007del` + "\x7f" + `"`},
-		{"Zoë Ünal ☎", `"Zoë Ünal ☎"`},
-		{"bad \xff byte", `"bad \ufffd byte"`},
-		{"cut \xe2\x98", `"cut \ufffd\ufffd"`},
-		{"line\u2028para\u2029", `"line\u2028para\u2029"`},
-		{"eight ok then \"quote\" and 0123456789abcdef\x01", `"eight ok then \"quote\" and 0123456789abcdef\u0001"`},
-	} {
-		if got := string(appendJSONString(nil, []byte(tc.in))); got != tc.want {
-			t.Errorf("appendJSONString(%q) = %s, want %s", tc.in, got, tc.want)
-		}
-	}
-}
-
-// FuzzAppendJSONString: whatever the bytes, the result is one JSON string that decodes to them,
-// invalid UTF-8 replaced, as encoding/json reads them.
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "a\"b\\c\r\n", "\xff\xfe", "\u2028", "<sip:x@y>&", "\x00\x1f\x7f"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		out := appendJSONString(nil, in)
-		if !json.Valid(out) {
-			t.Fatalf("not JSON: %q", out)
-		}
-		var got string
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatal(err)
-		}
-		var want string
-		ref, _ := json.Marshal(string(in))
-		if err := json.Unmarshal(ref, &want); err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Fatalf("decodes to %q, encoding/json's to %q", got, want)
-		}
-	})
-}
-
 func TestRenderRaw(t *testing.T) {
 	at := time.Date(2026, 11, 25, 9, 30, 0, 123456789, time.FixedZone("x", 3600))
 	src, dst := netip.MustParseAddrPort("203.0.113.5:5060"), netip.MustParseAddrPort("[2001:db8::20]:5060")

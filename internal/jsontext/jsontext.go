@@ -1,0 +1,100 @@
+// Package jsontext writes JSON strings by hand, for the few places that build JSON text field by
+// field because encoding/json's reflection and copies cost too much there: the ingestion
+// endpoint's success body and the raw SIP of the SIP observer's events.
+package jsontext
+
+import "unicode/utf8"
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s to b as a JSON string, byte for byte as encoding/json writes it with
+// HTML escaping off: '"', '\\' and control characters escaped, each byte of invalid UTF-8
+// replaced by U+FFFD, and U+2028 and U+2029 escaped so that the text is also valid JavaScript.
+// '<', '>' and '&' are kept. Runs of printable ASCII are skipped eight bytes at a time.
+func AppendString[T string | []byte](b []byte, s T) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		for i+8 <= len(s) && plainASCII(load64(s, i)) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := decodeRune(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// load64 reads the eight bytes of s from i, little-endian.
+func load64[T string | []byte](s T, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// plainASCII reports whether none of the eight bytes of x needs escaping or decoding: none is
+// below 0x20, a quote, a backslash, or outside ASCII. It is the has-less-than and has-zero-byte
+// tests on every byte at once, which can only err on a byte beyond one that qualifies.
+func plainASCII(x uint64) bool {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	below := (x - 0x20*ones) &^ x
+	quote := x ^ ('"' * ones)
+	quote = (quote - ones) &^ quote
+	slash := x ^ ('\\' * ones)
+	slash = (slash - ones) &^ slash
+	return (below|quote|slash|x)&highs == 0
+}
+
+func decodeRune[T string | []byte](s T) (rune, int) {
+	switch v := any(s).(type) {
+	case string:
+		return utf8.DecodeRuneInString(v)
+	case []byte:
+		return utf8.DecodeRune(v)
+	}
+	return utf8.RuneError, 1
+}

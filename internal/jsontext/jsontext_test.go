@@ -1,0 +1,103 @@
+package jsontext
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"unicode/utf8"
+)
+
+// encodingJSON is what encoding/json writes for s with HTML escaping off.
+func encodingJSON(t testing.TB, s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+}
+
+func TestAppendString(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", `""`},
+		{"INVITE sip:100@pbx SIP/2.0\r\nTo: <sip:100@pbx>\r\n", `"INVITE sip:100@pbx SIP/2.0\r\nTo: <sip:100@pbx>\r\n"`},
+		{`a "quoted" \ back`, `"a \"quoted\" \\ back"`},
+		{"tab\tnul\x00bel\x07del\x7f\b\f", `"tab\tnul\u0000bel\u0007del` + "\x7f" + `\b\f"`},
+		{"Zoë Ünal ☎", `"Zoë Ünal ☎"`},
+		{"bad \xff byte", `"bad \ufffd byte"`},
+		{"cut \xe2\x98", `"cut \ufffd\ufffd"`},
+		{"line\u2028para\u2029", `"line\u2028para\u2029"`},
+		{"eight ok then \"quote\" and 0123456789abcdef\x01", `"eight ok then \"quote\" and 0123456789abcdef\u0001"`},
+	} {
+		if got := string(AppendString(nil, tc.in)); got != tc.want {
+			t.Errorf("AppendString(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+		if got := string(AppendString(nil, []byte(tc.in))); got != tc.want {
+			t.Errorf("AppendString([]byte %q) = %s, want %s", tc.in, got, tc.want)
+		}
+		if want := encodingJSON(t, tc.in); tc.want != want {
+			t.Errorf("case %q: want %s, but encoding/json writes %s", tc.in, tc.want, want)
+		}
+	}
+}
+
+// TestAppendStringRandom compares the escaping with encoding/json's on random text, valid UTF-8
+// or not, long enough for the eight-byte runs.
+func TestAppendStringRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	alphabet := []rune{'a', 'b', ' ', '"', '\\', '\n', 0, 0x1f, 0x7f, 'é', '\u2028', '\u2029', 0x1F4DE, utf8.RuneError}
+	for i := range 3000 {
+		var b []byte
+		for range r.IntN(40) {
+			if r.IntN(6) == 0 {
+				b = append(b, byte(r.IntN(256))) // often invalid UTF-8
+				continue
+			}
+			b = utf8.AppendRune(b, alphabet[r.IntN(len(alphabet))])
+		}
+		want := encodingJSON(t, string(b))
+		if got := AppendString(nil, string(b)); string(got) != want {
+			t.Fatalf("case %d %q: got %s, want %s", i, b, got, want)
+		}
+		if got := AppendString(nil, b); string(got) != want {
+			t.Fatalf("case %d []byte %q: got %s, want %s", i, b, got, want)
+		}
+	}
+}
+
+// FuzzAppendString: for any bytes, exactly what encoding/json writes.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "a", `"\`, "\x00\x1f\x7f", "\u2028\u2029", "\xff", "caf\u00e9", "<&>",
+		"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK\r\n\r\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, s []byte) {
+		want := encodingJSON(t, string(s))
+		if got := AppendString(nil, s); string(got) != want {
+			t.Fatalf("%q: got %s, want %s", s, got, want)
+		}
+		if got := AppendString(nil, string(s)); string(got) != want {
+			t.Fatalf("string %q: got %s, want %s", s, got, want)
+		}
+	})
+}
+
+// AppendString into a buffer large enough allocates nothing.
+func TestAppendStringAllocates(t *testing.T) {
+	s := "SIP/2.0 180 Ringing\r\nVia: SIP/2.0/UDP 203.0.113.5:5060;branch=z9hG4bK-1\r\nFrom: \"Zoë\" <sip:a@b>;tag=1\r\n\r\n"
+	buf := make([]byte, 0, 256)
+	if n := testing.AllocsPerRun(100, func() { AppendString(buf, s); AppendString(buf, []byte(s)) }); n != 0 {
+		t.Errorf("AppendString allocates %v times, want 0", n)
+	}
+}
+
+func BenchmarkAppendString(b *testing.B) {
+	msg := bytes.Repeat([]byte("Via: SIP/2.0/UDP 203.0.113.5:5060;branch=z9hG4bK-1;rport\r\n"), 16)
+	buf := make([]byte, 0, 2*len(msg))
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		buf = AppendString(buf[:0], msg)
+	}
+}
