@@ -26,14 +26,9 @@ type retiredTag struct {
 	gen int
 }
 
-// genOf returns the suffix number of the forgotten call the caller's tag started.
-func (r retiredCalls) genOf(tag string) (int, bool) {
-	for _, x := range r.tags {
-		if x.tag == tag {
-			return x.gen, true
-		}
-	}
-	return 0, false
+// tagIndex returns the index in tags of the caller's tag, or -1.
+func (r retiredCalls) tagIndex(tag string) int {
+	return slices.IndexFunc(r.tags, func(x retiredTag) bool { return x.tag == tag })
 }
 
 // Bounds on what one call keeps.
@@ -85,13 +80,11 @@ type Tracker struct {
 	calls map[string]*call // by Call-ID: the latest call that used it
 	// fresh holds calls in creation order that had no response when created; the oldest that
 	// still has none is the one evicted when the tracker is full.
-	fresh     []*call
-	freshHead int
+	fresh callQueue
 	// ended holds calls in the order they ended; when the tracker is full and no call waits for
 	// a first response, the first that is still held is forgotten early (every ended call is
 	// forgotten Grace after its end, so it is the one closest to being forgotten anyway).
-	ended     []*call
-	endedHead int
+	ended callQueue
 	// retired remembers, for Call-IDs whose calls were forgotten, how many calls used them and
 	// which caller tag started each, so that a later call on the Call-ID gets the next suffix
 	// while a replay of a forgotten call gets its own again.
@@ -464,10 +457,10 @@ func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 		gen, seen = c.gen+1, c.seen
 	} else if r, ok := t.retired[w.callID]; ok {
 		gen = r.gen + 1
-		if g, ok := r.genOf(w.fromTag); ok {
+		if i := r.tagIndex(w.fromTag); i >= 0 {
 			// The same caller's INVITE again, after its call was forgotten: a replay (of a
 			// capture, or by a sender that kept retrying), which must land on the same call.
-			gen = g
+			gen = r.tags[i].gen
 		}
 	}
 	nc, ok := t.newCall(w, gen, seen)
@@ -480,7 +473,7 @@ func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 	}
 	nc.seen = append(nc.seen, w.key())
 	t.calls[w.callID] = nc
-	t.fresh = append(t.fresh, nc)
+	t.fresh.items = append(t.fresh.items, nc)
 	return append(out, nc.start(t, w)...)
 }
 
@@ -498,80 +491,77 @@ func (t *Tracker) makeRoom() bool {
 	if len(t.calls) < t.cfg.MaxCalls {
 		return true
 	}
-	for t.freshHead < len(t.fresh) {
-		c := t.fresh[t.freshHead]
-		t.fresh[t.freshHead] = nil
-		t.freshHead++
-		if !c.responded && !c.ended && t.calls[c.callID] == c {
-			delete(t.calls, c.callID)
-			t.stats.Evicted++
-			t.compactFresh()
-			return true
-		}
+	if c := t.fresh.popFirst(t, stillFresh); c != nil {
+		delete(t.calls, c.callID)
+		t.stats.Evicted++
+		return true
 	}
-	t.compactFresh()
 	// No call waits for a first response: make room by forgetting the ended call whose grace
 	// runs out first, if any (Expire was not called in time). Calls end in the order the
 	// tracker sees them end, so that is the first of the ended queue still held.
-	for t.endedHead < len(t.ended) {
-		c := t.ended[t.endedHead]
-		t.ended[t.endedHead] = nil
-		t.endedHead++
-		if t.calls[c.callID] == c {
-			t.retire(c)
-			t.compactEnded()
-			return true
-		}
+	if c := t.ended.popFirst(t, held); c != nil {
+		t.retire(c)
+		return true
 	}
-	t.compactEnded()
 	return false
 }
 
 // endedInOrder queues c, which has just ended, for makeRoom.
-func (t *Tracker) endedInOrder(c *call) {
-	t.ended = append(t.ended, c)
-	if len(t.ended)-t.endedHead > 2*len(t.calls)+1024 {
-		// Most of the queue was forgotten by Expire meanwhile: keep only the calls still held.
-		// The queue then holds at most len(t.calls), so the pass is paid for by the appends
-		// since the last one.
-		t.filterEnded()
+func (t *Tracker) endedInOrder(c *call) { t.ended.push(t, c, held) }
+
+// held reports whether c is the call the tracker holds for its Call-ID.
+func held(t *Tracker, c *call) bool { return t.calls[c.callID] == c }
+
+// stillFresh reports whether c is held and still waits for its first response.
+func stillFresh(t *Tracker, c *call) bool { return !c.responded && !c.ended && held(t, c) }
+
+// callQueue is a queue of calls in the order they were pushed, from which calls are removed
+// lazily: an entry whose call no longer qualifies (keep) is skipped when popFirst meets it and
+// dropped when the queue is compacted.
+type callQueue struct {
+	items []*call
+	head  int
+}
+
+// push appends c. When more than twice as many entries as calls held (and 1,024) wait, most of
+// them no longer qualify: the queue keeps only those that do, a pass paid for by the pushes
+// since the last one.
+func (q *callQueue) push(t *Tracker, c *call, keep func(*Tracker, *call) bool) {
+	q.items = append(q.items, c)
+	if len(q.items)-q.head > 2*len(t.calls)+1024 {
+		q.filter(t, keep)
 	}
 }
 
-// compactEnded drops the consumed head of the ended queue once it is most of it.
-func (t *Tracker) compactEnded() {
-	if t.endedHead < 1024 && t.endedHead*2 < len(t.ended) {
-		return
-	}
-	t.filterEnded()
-}
-
-// filterEnded keeps, in order, the queued calls that are still held.
-func (t *Tracker) filterEnded() {
-	keep := t.ended[:0]
-	for _, c := range t.ended[t.endedHead:] {
-		if c != nil && t.calls[c.callID] == c {
-			keep = append(keep, c)
+// popFirst removes and returns the first call that qualifies, or nil when none does, and then
+// compacts the queue once its consumed head is most of it.
+func (q *callQueue) popFirst(t *Tracker, keep func(*Tracker, *call) bool) *call {
+	var found *call
+	for q.head < len(q.items) {
+		c := q.items[q.head]
+		q.items[q.head] = nil
+		q.head++
+		if keep(t, c) {
+			found = c
+			break
 		}
 	}
-	clear(t.ended[len(keep):])
-	t.ended, t.endedHead = keep, 0
+	if q.head >= 1024 || q.head*2 >= len(q.items) {
+		q.filter(t, keep)
+	}
+	return found
 }
 
-// compactFresh drops the consumed head of the fresh queue once it is most of it, and the calls
-// that got a response.
-func (t *Tracker) compactFresh() {
-	if t.freshHead < 1024 && t.freshHead*2 < len(t.fresh) {
-		return
-	}
-	keep := t.fresh[:0]
-	for _, c := range t.fresh[t.freshHead:] {
-		if c != nil && !c.responded && !c.ended && t.calls[c.callID] == c {
-			keep = append(keep, c)
+// filter keeps, in order, the waiting entries that qualify.
+func (q *callQueue) filter(t *Tracker, keep func(*Tracker, *call) bool) {
+	out := q.items[:0]
+	for _, c := range q.items[q.head:] {
+		if c != nil && keep(t, c) {
+			out = append(out, c)
 		}
 	}
-	clear(t.fresh[len(keep):])
-	t.fresh, t.freshHead = keep, 0
+	clear(q.items[len(out):])
+	q.items, q.head = out, 0
 }
 
 // retire forgets a call, remembering how many calls its Call-ID carried.
@@ -585,7 +575,7 @@ func (t *Tracker) retire(c *call) {
 	}
 	r := t.retired[c.callID]
 	r.gen = max(r.gen, c.gen)
-	if i := slices.IndexFunc(r.tags, func(x retiredTag) bool { return x.tag == c.fromTag }); i >= 0 {
+	if i := r.tagIndex(c.fromTag); i >= 0 {
 		r.tags[i].gen = c.gen
 	} else if len(r.tags) < maxRetiredTags {
 		r.tags = append(r.tags, retiredTag{c.fromTag, c.gen})

@@ -97,8 +97,8 @@ func TestMaxCallsBoundsAFlood(t *testing.T) {
 	if s.Evicted != 10_000-100 || s.Dropped != 0 {
 		t.Errorf("Evicted %d, Dropped %d; want %d and 0", s.Evicted, s.Dropped, 10_000-100)
 	}
-	if len(tr.fresh) > 2*cfg.MaxCalls+1024 {
-		t.Errorf("eviction queue holds %d entries", len(tr.fresh))
+	if len(tr.fresh.items) > 2*cfg.MaxCalls+1024 {
+		t.Errorf("eviction queue holds %d entries", len(tr.fresh.items))
 	}
 	if n := tr.timers.Len(); n > 2*cfg.MaxCalls+1024 {
 		t.Errorf("deadline queue holds %d entries", n)
@@ -328,7 +328,7 @@ func TestMaxCallsForgetsEndedCallsInOrder(t *testing.T) {
 				if n := tr.Stats().Calls; n > cfg.MaxCalls {
 					t.Fatalf("after %d calls %d held, more than %d", i+1, n, cfg.MaxCalls)
 				}
-				if n := len(tr.ended) - tr.endedHead; n > 2*cfg.MaxCalls+1024 {
+				if n := len(tr.ended.items) - tr.ended.head; n > 2*cfg.MaxCalls+1024 {
 					t.Fatalf("after %d calls the ended queue holds %d", i+1, n)
 				}
 			}
