@@ -473,7 +473,7 @@ func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 	}
 	nc.seen = append(nc.seen, w.key())
 	t.calls[w.callID] = nc
-	t.fresh.items = append(t.fresh.items, nc)
+	t.fresh.push(t, nc, stillFresh)
 	return append(out, nc.start(t, w)...)
 }
 

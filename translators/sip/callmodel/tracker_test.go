@@ -459,3 +459,30 @@ func BenchmarkFullTracker(b *testing.B) {
 		call(cfg.MaxCalls + i)
 	}
 }
+
+// A tracker that never fills keeps its queue of calls waiting for a first response bounded all
+// the same: every call goes through it, and only makeRoom, which runs when the tracker is full,
+// used to take them out again, so a quiet clinic's tracker held on to every call it ever saw.
+func TestFreshQueueBoundedBelowMaxCalls(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxCalls = 1000
+	tr, err := NewTracker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20_000 {
+		id := "quiet-" + itoa(i)
+		at := flowBase.Add(time.Duration(i) * time.Second)
+		tr.Observe(inboundInvite(id, at))
+		busy := ringing(id, at)
+		busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+		tr.Observe(busy)
+		tr.Expire(at)
+	}
+	if n := tr.Stats().Calls; n >= cfg.MaxCalls {
+		t.Fatalf("%d calls held: the tracker filled, and this test is about one that does not", n)
+	}
+	if n := len(tr.fresh.items) - tr.fresh.head; n > 2*tr.Stats().Calls+1024 {
+		t.Errorf("the queue of calls waiting for a first response holds %d entries", n)
+	}
+}
