@@ -26,7 +26,7 @@ import (
 // proxies then share neither a heap nor a garbage collector, and the idle one costs the other
 // nothing but its timers. The bench re-executes itself with -serve; the child prints "ready" on
 // stdout once it listens, runs until its standard input closes, and then prints the number of
-// events it emitted.
+// events it emitted and, as a JSON line, how it spent its CPU time (cpuClasses).
 
 // childOptions configure a proxy process.
 type childOptions struct {
@@ -101,12 +101,11 @@ func serveChild(ctx context.Context, o childOptions) error {
 	return nil
 }
 
-// cpuClasses is how a proxy process spent its CPU time, from runtime/metrics: all of it, the
-// garbage collector's share (marking, assists, pauses) and the program's own.
+// cpuClasses is how a proxy process spent its CPU time, from runtime/metrics: all of it and the
+// garbage collector's share (marking, assists, pauses).
 type cpuClasses struct {
 	Total float64 `json:"total"`
 	GC    float64 `json:"gc"`
-	User  float64 `json:"user"`
 	// Switches counts the context switches of the process's threads (Linux): how often a
 	// thread was put to sleep and woken, which handing work between goroutines costs.
 	Switches uint64 `json:"switches"`
@@ -114,7 +113,7 @@ type cpuClasses struct {
 
 func readCPUClasses() cpuClasses {
 	s := []metrics.Sample{{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/gc/total:cpu-seconds"},
-		{Name: "/cpu/classes/user:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
+		{Name: "/cpu/classes/idle:cpu-seconds"}}
 	metrics.Read(s)
 	v := func(i int) float64 {
 		if s[i].Value.Kind() != metrics.KindFloat64 {
@@ -123,7 +122,7 @@ func readCPUClasses() cpuClasses {
 		return s[i].Value.Float64()
 	}
 	// total counts the idle time of every P; what the process used is the rest.
-	return cpuClasses{Total: v(0) - v(3), GC: v(1), User: v(2), Switches: contextSwitches()}
+	return cpuClasses{Total: v(0) - v(2), GC: v(1), Switches: contextSwitches()}
 }
 
 // contextSwitches sums the voluntary and involuntary context switches of this process's

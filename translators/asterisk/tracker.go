@@ -871,7 +871,7 @@ func (t *Tracker) throughLocal(l *leg) *leg {
 // preferTarget reports whether a is a better transfer target than b: one that answered (Up)
 // over one that did not, then the lower Uniqueid.
 func preferTarget(a, b *leg) bool {
-	if au, bu := a.state == 6, b.state == 6; au != bu {
+	if au, bu := a.state == stateUp, b.state == stateUp; au != bu {
 		return au
 	}
 	return a.uid < b.uid

@@ -560,7 +560,8 @@ func (p *Proxy) viaPeer(v *sip.ViaHeader) (peer, error) {
 	return p.uriPeer(u, network)
 }
 
-// observe queues a forwarded message for Observe; it never waits.
+// observe hands a forwarded message to Observe: through the proxy's queue, which it never waits
+// on, or directly with ObserveInline.
 func (p *Proxy) observe(msg sip.Message, data []byte, src, dst peer, at time.Time) {
 	if !p.observing() {
 		return
