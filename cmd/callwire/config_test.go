@@ -78,10 +78,11 @@ func (c *cli) runToExit(args ...string) (string, int) {
 func TestConfigTyposAreRefused(t *testing.T) {
 	const agentCore = "core:\n  url: http://127.0.0.1:1\n  client_id: cwid_1\n  secret: cwsk_1\nmetrics:\n  listen: \"\"\n"
 	for _, tc := range []struct {
-		name string
-		yaml string
-		args []string
-		want []string
+		name  string
+		yaml  string
+		files map[string]string // written beside the configuration, which runs in that folder
+		args  []string
+		want  []string
 	}{
 		{name: "serve", yaml: "databse:\n  url: postgres://callwire@db.internal/callwire\n",
 			args: []string{"serve", "--listen", "127.0.0.1:0"}, want: []string{"databse: unknown key; did you mean database?"}},
@@ -102,12 +103,27 @@ func TestConfigTyposAreRefused(t *testing.T) {
 				"translators[2].config.username: is required",
 				"translators[2].config.secret: set only one of secret, secret_file or secret_env",
 			}},
+		{name: "agent, built-in translators' secrets unreadable", yaml: agentCore + "outbox:\n  path: outbox.db\n  dead_letter: dead.jsonl\ntranslators:\n" +
+			"  - name: pbx\n    builtin: asterisk\n    config: {address: 'pbx.clinic:5038', default_country: GB, username: callwire, secret_file: ami-secret}\n" +
+			"  - name: cloud\n    builtin: ringcentral\n    config: {client_id: abc, client_secret_file: empty-secret, jwt: eyJ.x.y, default_country: US, cursor_file: rc.cursor}\n" +
+			"  - name: tap\n    builtin: sip\n    config: {mode: hep, pbx: '10.0.0.20', default_country: US, hep_password_file: no-such-file}\n",
+			files: map[string]string{"empty-secret": "\n"},
+			args:  []string{"agent"}, want: []string{
+				"translators[0].config.secret_file: open ami-secret: no such file or directory",
+				"translators[1].config.client_secret_file: empty-secret is empty",
+				"translators[2].config.hep_password_file: open no-such-file: no such file or directory",
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCLI(t)
 			path := filepath.Join(c.dir, "config.yaml")
 			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
 				t.Fatal(err)
+			}
+			for name, body := range tc.files {
+				if err := os.WriteFile(filepath.Join(c.dir, name), []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
 			errOut, code := c.runToExit(append([]string{"--config", path}, tc.args...)...)
 			if code != 1 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -21,8 +22,9 @@ import (
 type builtin struct {
 	about string
 	new   func() plugins.Translator
-	// check reports every problem with a configuration block, so that the agent refuses it at
-	// start rather than restarting the translator on it forever.
+	// check reports every problem with a configuration block, and reads the secrets it names
+	// (the translator runs on this machine, as this user, with this environment), so that the
+	// agent refuses it at start rather than restarting the translator on it forever.
 	check func(json.RawMessage) error
 }
 
@@ -31,11 +33,23 @@ type builtin struct {
 func builtins() map[string]builtin {
 	return map[string]builtin{
 		asterisk.Name: {"Asterisk AMI: calls from the Asterisk Manager Interface; see docs/asterisk.md", func() plugins.Translator { return asterisk.New() },
-			func(raw json.RawMessage) error { _, err := asterisk.ParseConfig(raw); return err }},
+			checkWith(asterisk.ParseConfig, func(c asterisk.Config) error { _, err := c.ReadSecret(os.Getenv); return err })},
 		sip.Name: {"SIP observer: a record-routing proxy or a HEPv3 tap; see docs/sip-observer.md", func() plugins.Translator { return sip.New() },
-			func(raw json.RawMessage) error { _, err := sip.ParseConfig(raw); return err }},
+			checkWith(sip.ParseConfig, func(c sip.Config) error { _, err := c.ReadHEPPassword(); return err })},
 		ringcentral.Name: {"RingCentral: live telephony-session notifications and the call log; see docs/ringcentral.md", func() plugins.Translator { return ringcentral.New() },
-			func(raw json.RawMessage) error { _, err := ringcentral.ParseConfig(raw); return err }},
+			checkWith(ringcentral.ParseConfig, func(c ringcentral.Config) error { _, err := c.LoadSecrets(); return err })},
+	}
+}
+
+// checkWith is a builtin's check: parse reports every problem with the block; when there is
+// none, secrets reads the secrets the block names.
+func checkWith[C any](parse func(json.RawMessage) (C, error), secrets func(C) error) func(json.RawMessage) error {
+	return func(raw json.RawMessage) error {
+		c, err := parse(raw)
+		if err != nil {
+			return err
+		}
+		return secrets(c)
 	}
 }
 

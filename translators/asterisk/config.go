@@ -16,6 +16,7 @@ import (
 	"github.com/callwire/callwire/internal/confload"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/translators/numbering"
+	"github.com/callwire/callwire/translators/secret"
 )
 
 // Defaults for keys left out of the configuration.
@@ -220,29 +221,10 @@ func (c Config) HostPort() (string, error) {
 	return net.JoinHostPort(h, p), nil
 }
 
-// ReadSecret returns the manager secret from where the configuration says it is.
+// ReadSecret returns the manager secret from where the configuration says it is; getenv reads
+// secret_env's variable.
 func (c Config) ReadSecret(getenv func(string) string) (string, error) {
-	switch {
-	case c.Secret != "":
-		return c.Secret, nil
-	case c.SecretFile != "":
-		b, err := os.ReadFile(c.SecretFile)
-		if err != nil {
-			return "", fmt.Errorf("read secret_file: %w", err)
-		}
-		s := strings.TrimRight(string(b), "\r\n")
-		if s == "" {
-			return "", errors.New("secret_file is empty")
-		}
-		return s, nil
-	case c.SecretEnv != "":
-		s := getenv(c.SecretEnv)
-		if s == "" {
-			return "", fmt.Errorf("secret_env: the environment variable %s is empty or not set", c.SecretEnv)
-		}
-		return s, nil
-	}
-	return "", errors.New("no secret configured")
+	return secret.Source{Key: "secret", Value: c.Secret, File: c.SecretFile, Env: c.SecretEnv}.Read(getenv)
 }
 
 // TLSConfig returns the TLS configuration to dial with, or nil without tls.

@@ -12,6 +12,7 @@ import (
 	"github.com/callwire/callwire/internal/confload"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/translators/numbering"
+	"github.com/callwire/callwire/translators/secret"
 )
 
 // Defaults for keys left out of the configuration.
@@ -188,34 +189,21 @@ type Secrets struct {
 // String hides the secrets.
 func (Secrets) String() string { return "[hidden]" }
 
-// LoadSecrets reads the credentials from where c says they are.
+// LoadSecrets reads the credentials from where c says they are: the key, its _file, or the
+// environment variable EnvClientSecret or EnvJWT. It reports every problem at once.
 func (c Config) LoadSecrets() (Secrets, error) {
 	var errs []error
-	read := func(key, val, file, env string) string {
-		if val != "" {
-			return val
+	read := func(src secret.Source) string {
+		v, err := src.Read(os.Getenv)
+		if err == nil && strings.TrimSpace(v) == "" {
+			err = fmt.Errorf("%s: is blank", src.Key)
 		}
-		if file == "" {
-			if v := strings.TrimSpace(os.Getenv(env)); v != "" {
-				return v
-			}
-			errs = append(errs, fmt.Errorf("%s: not set, and %s is empty", key, env))
-			return ""
-		}
-		b, err := os.ReadFile(file)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s_file: %w", key, err))
-			return ""
-		}
-		s := strings.TrimSpace(string(b))
-		if s == "" {
-			errs = append(errs, fmt.Errorf("%s_file: %s is empty", key, file))
-		}
-		return s
+		errs = append(errs, err)
+		return strings.TrimSpace(v) // client secrets and JWTs hold no spaces; a pasted one may
 	}
 	s := Secrets{
-		ClientSecret: read("client_secret", c.ClientSecret, c.ClientSecretFile, EnvClientSecret),
-		JWT:          read("jwt", c.JWT, c.JWTFile, EnvJWT),
+		ClientSecret: read(secret.Source{Key: "client_secret", Value: c.ClientSecret, File: c.ClientSecretFile, Env: EnvClientSecret}),
+		JWT:          read(secret.Source{Key: "jwt", Value: c.JWT, File: c.JWTFile, Env: EnvJWT}),
 	}
 	return s, errors.Join(errs...)
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/callwire/callwire/internal/confload"
 	"github.com/callwire/callwire/translators/numbering"
+	"github.com/callwire/callwire/translators/secret"
 )
 
 // The observer's two modes.
@@ -233,4 +235,13 @@ func SplitHostPort(s string, def int) (host string, port int, err error) {
 		return "", 0, fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, p)
 	}
 	return h, n, nil
+}
+
+// ReadHEPPassword returns the capture password from hep_password or hep_password_file, or ""
+// when neither is set (every packet is taken).
+func (c Config) ReadHEPPassword() (string, error) {
+	if c.HEPPassword == "" && c.HEPPasswordFile == "" {
+		return "", nil
+	}
+	return secret.Source{Key: "hep_password", Value: c.HEPPassword, File: c.HEPPasswordFile}.Read(os.Getenv)
 }

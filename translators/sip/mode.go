@@ -21,11 +21,9 @@ func newMode(cfg Config, observe func(callmodel.Message), log *slog.Logger) (r r
 		}
 		return p, func() any { return p.Stats() }, nil
 	default:
-		password := cfg.HEPPassword
-		if cfg.HEPPasswordFile != "" {
-			if password, err = readSecretFile(cfg.HEPPasswordFile); err != nil {
-				return nil, nil, err
-			}
+		password, err := cfg.ReadHEPPassword()
+		if err != nil {
+			return nil, nil, err
 		}
 		t, err := tap.New(tap.Config{Listen: cfg.Listen, Window: time.Duration(cfg.ReorderWindow), MaxHeld: cfg.MaxHeld, MaxConns: cfg.MaxConns, AuthKey: password, Observe: observe, Logger: log})
 		if err != nil {

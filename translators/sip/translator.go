@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -176,17 +175,4 @@ func resolve(ctx context.Context, hostport string) ([]netip.AddrPort, error) {
 		return nil, fmt.Errorf("look up %q: no addresses", host)
 	}
 	return out, nil
-}
-
-// readSecretFile reads a secret kept in a file, without its trailing newline.
-func readSecretFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read hep_password_file: %w", err)
-	}
-	s := strings.TrimRight(string(b), "\r\n")
-	if s == "" {
-		return "", errors.New("hep_password_file is empty")
-	}
-	return s, nil
 }
