@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -192,43 +193,97 @@ func TestReplayOverTCP(t *testing.T) {
 	}
 }
 
-// TestReconnectMidCall drops the manager session in the middle of an answered call; the
-// translator logs in again, finds the call's channels still up in CoreShowChannels, and the
-// call's events come out each once, none lost.
+// TestReconnectMidCall drops the manager session in the middle of a call, real recordings from
+// Asterisk 20 among them, answered or still ringing; the translator logs in again, finds the
+// call's channels still up in CoreShowChannels, and the call's events come out each once, none
+// lost.
 func TestReconnectMidCall(t *testing.T) {
-	msgs := load(t, "testdata/synthetic/hold.ami")
-	want := translate(testTracker(t), msgs)
-	cut := indexOf(t, msgs, "BridgeEnter") // answered, before the holds
-	var ch channels
-	srv := amitest.NewServer(t, serverConfig(&ch))
-	col := newCollector()
-	stop := start(t, srv, col)
-	ctx := testCtx(t)
-	if err := srv.WaitLogins(ctx, 1); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name, path string
+		cutAt      string // the event before which the session drops
+		nth        int    // which of them (0: the first)
+	}{
+		{"synthetic hold, answered", "testdata/synthetic/hold.ami", "BridgeEnter", 0},
+		{"hold, answered", "ami/testdata/asterisk-20-hold.ami", "BridgeEnter", 0},
+		{"hold, on hold", "ami/testdata/asterisk-20-hold.ami", "Unhold", 0},
+		{"ring group, ringing", "ami/testdata/asterisk-20-ring-group.ami", "DialBegin", 1},
+		{"ring group, answered", "ami/testdata/asterisk-20-ring-group.ami", "BridgeEnter", 0},
+		{"blind transfer, before the transfer", "ami/testdata/asterisk-20-blind-transfer.ami", "BlindTransfer", 0},
+		{"queue, caller waiting", "ami/testdata/asterisk-20-queue-abandon.ami", "QueueCallerAbandon", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := load(t, tc.path)
+			want := translate(testTracker(t), msgs)
+			cut := nthIndex(t, msgs, tc.cutAt, tc.nth)
+			before := len(translate(testTracker(t), msgs[:cut]))
+			var ch channels
+			srv := amitest.NewServer(t, serverConfig(&ch))
+			col := newCollector()
+			stop := start(t, srv, col)
+			ctx := testCtx(t)
+			if err := srv.WaitLogins(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Emit(msgs[:cut]...); err != nil {
+				t.Fatal(err)
+			}
+			col.wait(t, ctx, before)
+			var up []ami.Message
+			for _, name := range channelsUp(msgs[:cut]) {
+				up = append(up, coreShowChannel(lastOf(msgs[:cut], name)))
+			}
+			if len(up) == 0 {
+				t.Fatal("no channel up at the cut: the test would not test a reconnect mid-call")
+			}
+			ch.set(up...)
+			srv.DropSessions()
+			if err := srv.WaitLogins(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			waitAction(t, ctx, srv, "CoreShowChannels", 2)
+			if err := srv.Emit(msgs[cut:]...); err != nil {
+				t.Fatal(err)
+			}
+			col.wait(t, ctx, len(want))
+			time.Sleep(100 * time.Millisecond) // room for a duplicate to show
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			got := col.wait(t, ctx, len(want))
+			if g, w := strings.Join(ids(got), "\n"), strings.Join(ids(want), "\n"); g != w {
+				t.Errorf("with a reconnect:\n%s\nwant:\n%s", g, w)
+			}
+		})
 	}
-	if err := srv.Emit(msgs[:cut]...); err != nil {
-		t.Fatal(err)
+}
+
+// nthIndex is the index of the nth (from 0) event named ev in msgs.
+func nthIndex(t *testing.T, msgs []ami.Message, ev string, nth int) int {
+	t.Helper()
+	for i, m := range msgs {
+		if m.Event() == ev {
+			if nth == 0 {
+				return i
+			}
+			nth--
+		}
 	}
-	col.wait(t, ctx, 2) // call_received, call_answered
-	ch.set(coreShowChannel(lastOf(msgs[:cut], "PJSIP/carrier-00000001")), coreShowChannel(lastOf(msgs[:cut], "PJSIP/201-00000002")))
-	srv.DropSessions()
-	if err := srv.WaitLogins(ctx, 2); err != nil {
-		t.Fatal(err)
+	t.Fatalf("no %s event", ev)
+	return 0
+}
+
+// channelsUp are the channels msgs show created and not hung up, in the order they were created.
+func channelsUp(msgs []ami.Message) []string {
+	var up []string
+	for _, m := range msgs {
+		switch m.Event() {
+		case "Newchannel":
+			up = append(up, m.Get("Channel"))
+		case "Hangup":
+			up = slices.DeleteFunc(up, func(c string) bool { return c == m.Get("Channel") })
+		}
 	}
-	waitAction(t, ctx, srv, "CoreShowChannels", 2)
-	if err := srv.Emit(msgs[cut:]...); err != nil {
-		t.Fatal(err)
-	}
-	got := col.wait(t, ctx, len(want))
-	time.Sleep(100 * time.Millisecond) // room for a duplicate to show
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	got = col.wait(t, ctx, len(want))
-	if g, w := strings.Join(ids(got), "\n"), strings.Join(ids(want), "\n"); g != w {
-		t.Errorf("with a reconnect:\n%s\nwant:\n%s", g, w)
-	}
+	return up
 }
 
 // TestReconnectCallEndedMeanwhile: the call hangs up while the translator is disconnected;
