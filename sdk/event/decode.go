@@ -497,6 +497,8 @@ func (n *node) get(key string) *node {
 	return nil
 }
 
+// parseTree reads data's JSON tree: with scanTree, or, when that gives up, with parseTreeStd,
+// whose error says what is wrong as encoding/json says it.
 func parseTree(data []byte) (*node, error) {
 	if len(bytes.Trim(data, " \t\r\n")) == 0 {
 		return nil, errors.New("is empty: send one event object, or {\"events\": [...]}")
@@ -504,6 +506,14 @@ func parseTree(data []byte) (*node, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("is not valid UTF-8")
 	}
+	if n, ok := scanTree(data); ok {
+		return n, nil
+	}
+	return parseTreeStd(data)
+}
+
+// parseTreeStd reads data's JSON tree with encoding/json's tokenizer.
+func parseTreeStd(data []byte) (*node, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	n, err := parseValue(dec, 0)

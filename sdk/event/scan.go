@@ -1,0 +1,356 @@
+package event
+
+import (
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// The request path's JSON reader. encoding/json's Decoder.Token, which parseTreeStd uses,
+// allocates for every token and boxes it in an interface; ParseBody spent most of its time
+// there. scanTree reads the same tree in one pass over the bytes: the body is copied to a string
+// once, and keys, numbers and strings without escapes are slices of that copy; nodes come from
+// slabs. It accepts only what encoding/json accepts, and gives up on anything else (malformed
+// JSON, nesting past maxDepth), so that parseTree can ask parseTreeStd for the exact message.
+// FuzzScanTree holds the two to the same trees.
+
+// scanner reads one JSON value from text.
+type scanner struct {
+	text string
+	i    int
+	slab []node
+}
+
+// scanTree returns the tree of data, or ok false when data is not one valid JSON value with
+// nothing but white space after it, or nests deeper than maxDepth.
+func scanTree(data []byte) (n *node, ok bool) {
+	s := scanner{text: string(data)}
+	n, ok = s.value(0)
+	if !ok {
+		return nil, false
+	}
+	s.space()
+	return n, s.i == len(s.text)
+}
+
+// alloc returns a zeroed node from the current slab.
+func (s *scanner) alloc() *node {
+	if len(s.slab) == cap(s.slab) {
+		s.slab = make([]node, 0, 32)
+	}
+	s.slab = s.slab[:len(s.slab)+1]
+	return &s.slab[len(s.slab)-1]
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.text) {
+		switch s.text[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) value(depth int) (*node, bool) {
+	s.space()
+	if s.i >= len(s.text) {
+		return nil, false
+	}
+	switch c := s.text[s.i]; {
+	case c == '{':
+		return s.object(depth + 1)
+	case c == '[':
+		return s.array(depth + 1)
+	case c == '"':
+		str, ok := s.str()
+		if !ok {
+			return nil, false
+		}
+		n := s.alloc()
+		n.kind, n.str = kindString, str
+		return n, true
+	case c == '-' || (c >= '0' && c <= '9'):
+		start := s.i
+		if !s.number() {
+			return nil, false
+		}
+		n := s.alloc()
+		n.kind, n.str = kindNumber, s.text[start:s.i]
+		return n, true
+	case c == 't':
+		return s.literal("true", kindBool, true)
+	case c == 'f':
+		return s.literal("false", kindBool, false)
+	case c == 'n':
+		return s.literal("null", kindNull, false)
+	}
+	return nil, false
+}
+
+func (s *scanner) literal(word string, k kind, b bool) (*node, bool) {
+	if len(s.text)-s.i < len(word) || s.text[s.i:s.i+len(word)] != word {
+		return nil, false
+	}
+	s.i += len(word)
+	n := s.alloc()
+	n.kind, n.b = k, b
+	return n, true
+}
+
+func (s *scanner) object(depth int) (*node, bool) {
+	if depth > maxDepth {
+		return nil, false
+	}
+	n := s.alloc()
+	n.kind, n.start = kindObject, int64(s.i)
+	s.i++ // {
+	s.space()
+	if s.i < len(s.text) && s.text[s.i] == '}' {
+		s.i++
+		n.end = int64(s.i)
+		return n, true
+	}
+	var index, seen map[string]bool
+	for {
+		s.space()
+		if s.i >= len(s.text) || s.text[s.i] != '"' {
+			return nil, false
+		}
+		key, ok := s.str()
+		if !ok {
+			return nil, false
+		}
+		s.space()
+		if s.i >= len(s.text) || s.text[s.i] != ':' {
+			return nil, false
+		}
+		s.i++
+		val, ok := s.value(depth)
+		if !ok {
+			return nil, false
+		}
+		// As parseTreeStd: the first of duplicate keys wins; the others are listed once.
+		if index == nil && len(n.fields) >= 8 {
+			index = make(map[string]bool, 2*len(n.fields))
+			for _, f := range n.fields {
+				index[f.key] = true
+			}
+		}
+		if (index != nil && index[key]) || (index == nil && n.get(key) != nil) {
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			if !seen[key] {
+				n.dupKeys = append(n.dupKeys, key)
+				seen[key] = true
+			}
+		} else {
+			if n.fields == nil {
+				n.fields = make([]field, 0, 8)
+			}
+			n.fields = append(n.fields, field{key: key, val: val})
+			if index != nil {
+				index[key] = true
+			}
+		}
+		s.space()
+		if s.i >= len(s.text) {
+			return nil, false
+		}
+		switch s.text[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			n.end = int64(s.i)
+			return n, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+func (s *scanner) array(depth int) (*node, bool) {
+	if depth > maxDepth {
+		return nil, false
+	}
+	n := s.alloc()
+	n.kind = kindArray
+	s.i++ // [
+	s.space()
+	if s.i < len(s.text) && s.text[s.i] == ']' {
+		s.i++
+		return n, true
+	}
+	for {
+		it, ok := s.value(depth)
+		if !ok {
+			return nil, false
+		}
+		n.items = append(n.items, it)
+		s.space()
+		if s.i >= len(s.text) {
+			return nil, false
+		}
+		switch s.text[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return n, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// number reads a number as RFC 8259 writes it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *scanner) number() bool {
+	t, i := s.text, s.i
+	if i < len(t) && t[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(t) && t[i] == '0':
+		i++
+	case i < len(t) && t[i] >= '1' && t[i] <= '9':
+		for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(t) && t[i] == '.' {
+		i++
+		d := i
+		for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
+		i++
+		if i < len(t) && (t[i] == '+' || t[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	s.i = i
+	return true
+}
+
+// str reads a string at s.i (its opening quote) and returns its value: a slice of the text when
+// it has no escapes, else the value unescaped as encoding/json unescapes it. The text is valid
+// UTF-8 (parseTree checked it).
+func (s *scanner) str() (string, bool) {
+	t := s.text
+	start := s.i + 1
+	i := start
+	for i < len(t) {
+		switch c := t[i]; {
+		case c == '"':
+			s.i = i + 1
+			return t[start:i], true
+		case c == '\\':
+			return s.escaped(start, i)
+		case c < ' ':
+			return "", false
+		}
+		i++
+	}
+	return "", false
+}
+
+// escaped finishes a string that has an escape at esc, building its value.
+func (s *scanner) escaped(start, esc int) (string, bool) {
+	t := s.text
+	b := make([]byte, 0, esc-start+16)
+	b = append(b, t[start:esc]...)
+	i := esc
+	for i < len(t) {
+		c := t[i]
+		switch {
+		case c == '"':
+			s.i = i + 1
+			return string(b), true
+		case c < ' ':
+			return "", false
+		case c != '\\':
+			b = append(b, c)
+			i++
+			continue
+		}
+		if i+1 >= len(t) {
+			return "", false
+		}
+		switch t[i+1] {
+		case '"', '\\', '/':
+			b = append(b, t[i+1])
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			r, ok := hex4(t, i+2)
+			if !ok {
+				return "", false
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				// A pair when a low surrogate follows; else, as encoding/json, U+FFFD.
+				if r2, ok := hex4(t, i+2); ok && i+1 < len(t) && t[i] == '\\' && t[i+1] == 'u' {
+					if d := utf16.DecodeRune(r, r2); d != unicode.ReplacementChar {
+						b = utf8.AppendRune(b, d)
+						i += 6
+						continue
+					}
+				}
+				r = unicode.ReplacementChar
+			}
+			b = utf8.AppendRune(b, r)
+			continue
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return "", false
+}
+
+// hex4 reads the four hex digits at t[i:].
+func hex4(t string, i int) (rune, bool) {
+	if len(t)-i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(t[i : i+4]) {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
