@@ -321,7 +321,7 @@ func (d *decoder) event(n *node, p string) (Parsed, bool) {
 			}
 		}
 	}
-	e.validate(&d.ps, p)
+	e.validate(&d.ps, p, true) // raw, when set, is an object of the tree
 	return Parsed{Event: e, Body: d.data[n.start:n.end], Block: block}, true
 }
 

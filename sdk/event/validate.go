@@ -92,7 +92,7 @@ func join(prefix, name string) string {
 // *ValidationError, or nil when the event is acceptable.
 func (e *Event) Validate() error {
 	var ps problems
-	e.validate(&ps, "")
+	e.validate(&ps, "", false)
 	if len(ps.list) == 0 {
 		return nil
 	}
@@ -105,7 +105,9 @@ const (
 	endUnix = 253402300800
 )
 
-func (e *Event) validate(ps *problems, p string) {
+// validate adds e's problems to ps, under path p. rawChecked says e.Raw, when set, is known to
+// be one JSON object (ParseBody took it from the body's tree), so its text need not be read again.
+func (e *Event) validate(ps *problems, p string, rawChecked bool) {
 	switch {
 	case e.Type == "":
 		ps.add(join(p, "type"), "is required")
@@ -149,7 +151,7 @@ func (e *Event) validate(ps *problems, p string) {
 			}
 		}
 	}
-	if len(e.Raw) > 0 {
+	if len(e.Raw) > 0 && !rawChecked {
 		r := strings.Trim(string(e.Raw), " \t\r\n")
 		if !json.Valid(e.Raw) || (!strings.HasPrefix(r, "{") && r != "null") {
 			ps.add(join(p, "raw"), "must be a JSON object or null")
