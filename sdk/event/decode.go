@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -35,7 +36,7 @@ func ParseBody(data []byte) ([]Parsed, bool, error) {
 	if err != nil {
 		return nil, false, &ValidationError{Problems: []Problem{{Field: "body", Message: err.Error()}}}
 	}
-	d := decoder{data: data, ps: problems{skip: map[string]bool{}}}
+	d := decoder{data: data}
 	var out []Parsed
 	batch := false
 	if root.kind != kindObject {
@@ -59,7 +60,21 @@ func ParseBody(data []byte) ([]Parsed, bool, error) {
 			d.ps.add("events", "must hold at most "+strconv.Itoa(MaxBatch)+" events, got "+strconv.Itoa(len(ev.items)))
 		}
 		for i, item := range ev.items {
-			if p, ok := d.event(item, "events["+strconv.Itoa(i)+"]"); ok {
+			prefix := "events[" + strconv.Itoa(i) + "]"
+			if item.kind != kindObject {
+				d.event(item, prefix) // reports it
+				continue
+			}
+			// Decoded with paths relative to the item, which are prefixed only when there is a
+			// problem: building "events[i].field" for every field of every event cost more
+			// than decoding them. An item's paths are its own, so its marks need no sharing.
+			sub := decoder{data: d.data}
+			p, ok := sub.event(item, "")
+			for _, pr := range sub.ps.list {
+				pr.Field = under(prefix, pr.Field)
+				d.ps.list = append(d.ps.list, pr)
+			}
+			if ok {
 				out = append(out, p)
 			}
 		}
@@ -93,6 +108,15 @@ func (d *decoder) result() error {
 func (d *decoder) typeProblem(field, msg string) {
 	d.ps.add(field, msg)
 	d.ps.mark(field)
+}
+
+// under returns path, relative to an event, as a path from prefix: prefix.call.direction for
+// call.direction, prefix["odd key"] for ["odd key"].
+func under(prefix, path string) string {
+	if strings.HasPrefix(path, "[") {
+		return prefix + path
+	}
+	return join(prefix, path)
 }
 
 // member returns the path of the member key of the object at prefix: prefix.key for a key such as
@@ -215,12 +239,19 @@ func (d *decoder) event(n *node, p string) (Parsed, bool) {
 	d.dupes(n, p)
 	var e Event
 	var block []byte
-	required := map[string]bool{"type": false, "providerCallId": false, "occurredAt": false, "call": false}
+	// The fields every event must give, in the order their absence is reported, and which of
+	// them were given (not null).
+	requiredFields := [...]string{"type", "providerCallId", "occurredAt", "call"}
+	var has [len(requiredFields)]bool
 	for _, f := range n.fields {
 		path := member(p, f.key)
 		v := f.val
-		if _, ok := required[f.key]; ok && v.kind != kindNull {
-			required[f.key] = true
+		if v.kind != kindNull {
+			for i, name := range requiredFields {
+				if f.key == name {
+					has[i] = true
+				}
+			}
 		}
 		switch f.key {
 		case "type":
@@ -313,8 +344,8 @@ func (d *decoder) event(n *node, p string) (Parsed, bool) {
 			d.typeProblem(path, "is not a field of an event")
 		}
 	}
-	for _, name := range []string{"type", "providerCallId", "occurredAt", "call"} {
-		if !required[name] {
+	for i, name := range requiredFields {
+		if !has[i] {
 			d.typeProblem(join(p, name), "is required")
 			if name == "call" {
 				d.ps.mark(join(p, "call.direction"))

@@ -700,3 +700,42 @@ func TestParseBodyDeepNesting(t *testing.T) {
 		t.Fatalf("at the limit: %v", err)
 	}
 }
+
+// TestBatchProblemsArePrefixed: an event placed third in a batch has exactly the problems it has
+// alone, each under events[2], in the same order. (A batch's events are decoded with paths of
+// their own, prefixed only when there is a problem.)
+func TestBatchProblemsArePrefixed(t *testing.T) {
+	n := 0
+	for _, tc := range decodeCases() {
+		body := strings.TrimSpace(tc.body)
+		if !strings.HasPrefix(body, "{") || strings.Contains(body, `"events"`) || !json.Valid([]byte(body)) {
+			continue
+		}
+		_, _, errAlone := ParseBody([]byte(body))
+		aloneVE, _ := AsValidationError(errAlone)
+		_, _, errIn := ParseBody([]byte(batch(ev(""), ev(""), body)))
+		inVE, _ := AsValidationError(errIn)
+		if (aloneVE == nil) != (inVE == nil) {
+			t.Errorf("%s: alone %v, in a batch %v", tc.name, errAlone, errIn)
+			continue
+		}
+		if aloneVE == nil || len(aloneVE.Problems) >= MaxProblems {
+			continue
+		}
+		n++
+		var want []Problem
+		for _, p := range aloneVE.Problems {
+			if p.Field == "body" {
+				want = nil // a whole-body problem alone is not one of the item's
+				break
+			}
+			want = append(want, Problem{Field: under("events[2]", p.Field), Message: p.Message})
+		}
+		if want != nil && !slices.Equal(inVE.Problems, want) {
+			t.Errorf("%s:\nin a batch %v\nwant       %v", tc.name, inVE.Problems, want)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d cases with problems compared", n)
+	}
+}
