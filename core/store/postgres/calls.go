@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/store"
 )
@@ -73,8 +74,10 @@ FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[],
 ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
 RETURNING e.dedupe_key`
 
-// eventIDsSQL returns the ID of each of the call's events with one of the given dedupe keys:
-// the ones just stored and the duplicates already on file.
+// eventIDsSQL returns the ID of each of the call's events with one of the given dedupe keys. It
+// is read only for duplicates, after the write: a stored event keeps the ID the writer gave it,
+// and events are never changed or removed, so the duplicates' IDs are those of the rows the
+// write's insert found on file.
 const eventIDsSQL = `
 SELECT e.id, e.dedupe_key FROM call_events e
 WHERE e.org_id = $1
@@ -86,8 +89,9 @@ WHERE e.org_id = $1
 // The whole Write goes to the server as one pipelined batch with a single Sync, which PostgreSQL
 // runs as one implicit transaction: one round trip (plus one the first time a connection sees
 // the statements, to prepare them). Per call, in (provider, providerCallId) order: an upsert
-// that locks the call row, an insert of the events not on file, and a read of the IDs of all
-// the events named. Writers of one call therefore queue on its row, and two Writes touching the
+// that locks the call row, and an insert of the events not on file, which says which it stored.
+// Only when some events were duplicates does a second round trip, after the commit, read the
+// IDs they have on file. Writers of one call therefore queue on its row, and two Writes touching the
 // same calls lock them in the same order and cannot deadlock. A w.Check guards the first upsert
 // (checkedUpsertCallSQL), so it runs before anything is written.
 //
@@ -195,7 +199,6 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 		}
 		b.Queue(insertEventsSQL, w.OrgID, c.Provider, c.ProviderCallID, received,
 			ids, types, keys, seqs, peids, occurred, ordered, bodies)
-		b.Queue(eventIDsSQL, w.OrgID, c.Provider, c.ProviderCallID, keys)
 	}
 
 	br := conn.SendBatch(ctx, b)
@@ -205,7 +208,62 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 	if err := cmp.Or(readErr, closeErr); err != nil {
 		return nil, classify(ctx, conn, err)
 	}
+	if err := readDuplicateIDs(ctx, conn, w, results); err != nil {
+		// The write is committed; only its answer is missing. Sent again, it stores nothing
+		// new and is answered in full.
+		return nil, classify(ctx, conn, err)
+	}
 	return results, nil
+}
+
+// readDuplicateIDs fills in the IDs on file of the events readWrite found to be duplicates (their
+// ID is empty), in one batch.
+func readDuplicateIDs(ctx context.Context, conn *pgxpool.Conn, w store.Write, results []store.CallResult) error {
+	b := &pgx.Batch{}
+	var calls []int
+	for i := range results {
+		var keys []string
+		for j, er := range results[i].Events {
+			if er.Duplicate {
+				keys = append(keys, w.Calls[i].Events[j].DedupeKey)
+			}
+		}
+		if len(keys) > 0 {
+			c := &w.Calls[i]
+			b.Queue(eventIDsSQL, w.OrgID, c.Provider, c.ProviderCallID, keys)
+			calls = append(calls, i)
+		}
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	for _, i := range calls {
+		c := &w.Calls[i]
+		ids := map[string]string{}
+		rows, _ := br.Query()
+		var id, key string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &key}, func() error {
+			ids[key] = id
+			return nil
+		}); err != nil {
+			return err
+		}
+		for j, e := range c.Events {
+			er := &results[i].Events[j]
+			if !er.Duplicate {
+				continue
+			}
+			id, ok := ids[e.DedupeKey]
+			if !ok {
+				return fmt.Errorf("event %q of call %q/%q not on file after the write",
+					e.DedupeKey, c.Provider, c.ProviderCallID)
+			}
+			er.ID = id
+		}
+	}
+	return br.Close()
 }
 
 // readWrite reads the batch results of writeOnce into results.
@@ -229,26 +287,14 @@ func readWrite(br pgx.BatchResults, w store.Write, order []int, results []store.
 		if err != nil {
 			return err
 		}
-		isNew := make(map[string]bool, len(stored))
-		for _, k := range stored {
-			isNew[k] = true
-		}
-		ids := make(map[string]string, len(c.Events))
-		rows, _ = br.Query()
-		var id, key string
-		if _, err := pgx.ForEachRow(rows, []any{&id, &key}, func() error {
-			ids[key] = id
-			return nil
-		}); err != nil {
-			return err
-		}
+		// A stored event has the ID the writer gave it; a duplicate's is read after the write
+		// (readDuplicateIDs).
 		for j, e := range c.Events {
-			id, ok := ids[e.DedupeKey]
-			if !ok {
-				return fmt.Errorf("event %q of call %q/%q not on file after the write",
-					e.DedupeKey, c.Provider, c.ProviderCallID)
+			if slices.Contains(stored, e.DedupeKey) {
+				r.Events[j] = store.EventResult{ID: e.ID}
+			} else {
+				r.Events[j] = store.EventResult{Duplicate: true}
 			}
-			r.Events[j] = store.EventResult{ID: id, Duplicate: !isNew[e.DedupeKey]}
 		}
 	}
 	return nil

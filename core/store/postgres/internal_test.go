@@ -97,7 +97,8 @@ func openCounting(t *testing.T) (*Store, func() int) {
 }
 
 // TestWriteCallsOneRoundTrip checks that a Write of many calls and events costs one round trip
-// once the connection has prepared the statements.
+// once the connection has prepared the statements, and a Write that finds some of its events
+// already on file (a resend) one more, to read their IDs.
 func TestWriteCallsOneRoundTrip(t *testing.T) {
 	s, trips := openCounting(t)
 	org := uuid.NewString()
@@ -105,10 +106,12 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
+	writes := 0
 	write := func(calls, events int) store.Write {
+		writes++
 		w := store.Write{OrgID: org, ReceivedAt: now}
 		for i := range calls {
-			c := store.CallWrite{ID: uuid.NewString(), Provider: "sip", ProviderCallID: fmt.Sprintf("c%d", i),
+			c := store.CallWrite{ID: uuid.NewString(), Provider: "sip", ProviderCallID: fmt.Sprintf("w%d-c%d", writes, i),
 				Direction: "inbound", State: store.StateRinging, Block: json.RawMessage(`{}`),
 				BlockAt: now, FirstAt: now, LastAt: now}
 			for j := range events {
@@ -137,6 +140,37 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 			t.Errorf("WriteCalls of %d calls with %d events each took %d round trips, want 1", size.calls, size.events, n)
 		}
 	}
+	// A resend: every event is on file. One more round trip reads their IDs (the first time, one
+	// more again prepares that read); the answer names the IDs stored the first time.
+	first := write(2, 3)
+	stored, err := s.WriteCalls(t.Context(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int{3, 2} {
+		resend := first
+		for i := range resend.Calls {
+			resend.Calls[i].ID = uuid.NewString()
+			for j := range resend.Calls[i].Events {
+				resend.Calls[i].Events[j].ID = uuid.NewString()
+			}
+		}
+		before := trips()
+		got, err := s.WriteCalls(t.Context(), resend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := trips() - before; n != want {
+			t.Errorf("a resend took %d round trips, want %d", n, want)
+		}
+		for i := range got {
+			for j, e := range got[i].Events {
+				if !e.Duplicate || e.ID != stored[i].Events[j].ID {
+					t.Errorf("resend, call %d event %d: %+v, want a duplicate with ID %s", i, j, e, stored[i].Events[j].ID)
+				}
+			}
+		}
+	}
 	// A key check rides in the first statement of the batch: still one round trip.
 	check := liveKey(t, s, org)
 	w := write(2, 3)
@@ -153,7 +187,7 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 	if n := trips() - before; n != 1 {
 		t.Errorf("WriteCalls with a key check took %d round trips, want 1", n)
 	}
-	refs := []store.EventRef{{Provider: "sip", ProviderCallID: "c0", DedupeKey: "call_hold:0"},
+	refs := []store.EventRef{{Provider: "sip", ProviderCallID: "w1-c0", DedupeKey: "call_hold:0"},
 		{Provider: "sip", ProviderCallID: "none", DedupeKey: "call_received:0"}}
 	if _, err := s.Ringing(t.Context(), org, refs, check); err != nil { // prepares
 		t.Fatal(err)
@@ -166,7 +200,7 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 		t.Errorf("Ringing with a key check took %d round trips, want 1", n)
 	}
 	before = trips()
-	if _, _, err := s.GetCall(t.Context(), org, "sip", "c0"); err != nil {
+	if _, _, err := s.GetCall(t.Context(), org, "sip", "w1-c0"); err != nil {
 		t.Fatal(err)
 	}
 	if n := trips() - before; n > 2 { // one, plus one to prepare on first use
