@@ -117,6 +117,66 @@ func runPhase(ctx context.Context, spec phaseSpec, mix callMix, do doer) (phaseR
 	return total, nil
 }
 
+// runOpenLoop runs the mix open loop: a call starts every 1/rate seconds for spec.duration,
+// whether or not the calls before it have finished, as rings arrive at a clinic; each call sends
+// its requests in order. A light load measured this way shows the latency a request meets
+// alone, which a closed loop at full load hides behind its queues.
+func runOpenLoop(ctx context.Context, spec phaseSpec, mix callMix, do doer, rate float64) (phaseRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, spec.duration+2*time.Minute)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	total := phaseRun{Lat: make([][]time.Duration, len(mix.reqs))}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	start := time.Now()
+	deadline := start.Add(spec.duration)
+	for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := mix.render(spec.label, 0, n, time.Now(), spec.rawOrg)
+			for k, req := range reqs {
+				t0 := time.Now()
+				err := do(ctx, req)
+				d := time.Since(t0)
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = fmt.Errorf("%s: call %d, %s: %w", spec.label, n, mix.reqs[k].name, err)
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				total.Lat[k] = append(total.Lat[k], d)
+				total.Requests++
+				total.Events += mix.reqs[k].events
+				mu.Unlock()
+			}
+			mu.Lock()
+			total.Calls += mix.calls
+			mu.Unlock()
+		}()
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+	wg.Wait()
+	total.Elapsed = time.Since(start)
+	if firstErr != nil {
+		return total, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return total, fmt.Errorf("%s: %w", spec.label, err)
+	}
+	return total, nil
+}
+
 // httpDoer posts bodies to the events endpoint of a running server with one key. Every answer
 // must be 200 or 201 with "success":true; anything else is an error naming the status, the
 // trace id and the start of the body.

@@ -104,6 +104,7 @@ type options struct {
 	minRatio    float64
 	keepSchema  bool
 	popupPhase  time.Duration
+	popupRate   float64
 	analyze     bool
 	client      string
 	mixes       []string
@@ -124,7 +125,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory for CPU profiles of the first measured round: server.pprof (the server, "+
 		"run as this program's copy of `callwire serve` with pprof), loadgen.pprof and ceiling.pprof (this process)")
-	fs.DurationVar(&o.popupPhase, "popup-phase", 10*time.Second, "length of the popup latency phase after the rounds (0 skips it)")
+	fs.DurationVar(&o.popupPhase, "popup-phase", 10*time.Second, "length of each popup latency phase after the rounds, light load then full load (0 skips them)")
+	fs.Float64Var(&o.popupRate, "popup-rate", 20, "calls started per second, open loop, in the light-load popup phase (0 skips it)")
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
 	fs.StringVar(&o.client, "client", "wire", "HTTP client of the load generator: wire (a lean HTTP/1.1 keep-alive client, as wrk) or net (Go's net/http)")
@@ -179,8 +181,13 @@ type report struct {
 	Machine  machine     `json:"machine"`
 	Settings settings    `json:"settings"`
 	Mixes    []mixReport `json:"mixes"`
-	// Popup is the popup phase's latency, when it ran.
-	Popup *popupReport `json:"popup,omitempty"`
+	// Popup is the popup phase's latency at full load, and PopupLight at -popup-rate calls a
+	// second, when they ran.
+	Popup      *popupReport `json:"popup,omitempty"`
+	PopupLight *popupReport `json:"popupLight,omitempty"`
+	// ServerPeakRSSMiB is the highest resident memory of the server over the run (VmHWM),
+	// where the system tells.
+	ServerPeakRSSMiB float64 `json:"serverPeakRssMiB,omitempty"`
 }
 
 // phaseKinds returns the kinds of phase each round runs, in the order of odd rounds: the
@@ -258,6 +265,9 @@ type phaseReport struct {
 	BenchCores    *float64 `json:"benchCores,omitempty"`
 	ServerCores   *float64 `json:"serverCores,omitempty"`
 	PostgresCores *float64 `json:"postgresCores,omitempty"`
+	// ServerRSSMiB is the server's resident memory at the end of the phase, where the system
+	// tells.
+	ServerRSSMiB *float64 `json:"serverRssMiB,omitempty"`
 	// Database is what PostgreSQL did during the phase, where it tells.
 	Database *dbDelta `json:"database,omitempty"`
 }
@@ -404,6 +414,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	}
 	// Every call and event the bench reports, to check against what is on file at the end.
 	var sentCalls, sentEvents int64
+	var peakRSS float64 // MiB
 	for _, mixName := range o.mixes {
 		mix, err := newMix(mixName)
 		if err != nil {
@@ -481,6 +492,13 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 					p.ServerCores = cores(before.server, after.server)
 					p.PostgresCores = cores(before.postgres, after.postgres)
 				}
+				if after.serverRSS > 0 {
+					m := float64(after.serverRSS) / (1 << 20)
+					p.ServerRSSMiB = &m
+				}
+				if after.serverPeak > 0 {
+					peakRSS = max(peakRSS, float64(after.serverPeak)/(1<<20))
+				}
 				mr.Phases = append(mr.Phases, p)
 				rates[kind] = append(rates[kind], p.EventsPerSec)
 				logf("%s round %d %-7s %8.0f events/s  p50 %6.2fms  p99 %6.2fms", mixName, round, kind, p.EventsPerSec, p.P50ms, p.P99ms)
@@ -515,14 +533,14 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 			return err
 		}
 		newPhase()
-		pr, pop, err := popupPhase(ctx, st, orgID, client, "http://"+srv.addr, spec("popups", o.popupPhase, "service"), mix,
-			doers["service"], 6*time.Second, logf)
+		pr, pop, light, err := popupPhase(ctx, st, orgID, client, "http://"+srv.addr, spec("popups", o.popupPhase, "service"), mix,
+			doers["service"], o.popupRate, 6*time.Second, logf)
 		if err != nil {
 			return fmt.Errorf("popup phase: %w", err)
 		}
 		sentCalls += pr.Calls
 		sentEvents += pr.Events
-		r.Popup = &pop
+		r.Popup, r.PopupLight = &pop, light
 		logf("popups: %d of %d arrived, p50 %.2fms p99 %.2fms", pop.Received, pop.Received+pop.Missing, pop.Latency.P50ms, pop.Latency.P99ms)
 	}
 
@@ -534,6 +552,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("the database holds %d calls and %d events; the bench reported %d calls and %d events", calls, events, sentCalls, sentEvents)
 	}
 	logf("checked: %d calls and %d events on file, as reported", calls, events)
+	r.ServerPeakRSSMiB = peakRSS
 
 	if o.jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -618,30 +637,97 @@ func printReport(w io.Writer, r report) {
 	for _, mr := range r.Mixes {
 		printMix(w, mr)
 	}
+	if r.ServerPeakRSSMiB > 0 {
+		verdict := "met"
+		if r.ServerPeakRSSMiB > maxServerRSSMiB {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "\nserver memory: peak resident %.1f MiB over the run (VmHWM; target at most %d MiB: %s)\n",
+			r.ServerPeakRSSMiB, maxServerRSSMiB, verdict)
+	}
+	if p := r.PopupLight; p != nil {
+		verdict := "met"
+		if p.Latency.P99ms > maxLightPopupP99ms || p.Missing > 0 {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "\npopup latency at light load (%g calls/s open loop; POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n", p.Rate)
+		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms (target at most %g ms: %s), max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
+			p.Latency.P50ms, p.Latency.P99ms, maxLightPopupP99ms, verdict, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
+	}
 	if p := r.Popup; p != nil {
-		fmt.Fprintf(w, "\npopup latency (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n")
+		fmt.Fprintf(w, "\npopup latency at full load (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n")
 		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
 			p.Latency.P50ms, p.Latency.P99ms, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
 	}
+}
+
+// maxLightPopupP99ms is the popup latency aimed at for the 99th percentile at light load.
+const maxLightPopupP99ms = 5.0
+
+// maxServerRSSMiB is the most resident memory the server may use at sustained full load.
+const maxServerRSSMiB = 64
+
+// rawTarget is the least service ÷ raw-ceiling ratio aimed at for a mix.
+func rawTarget(mix string) float64 {
+	if mix == mixBulk {
+		return 0.85
+	}
+	return 0.9
+}
+
+// printBudget writes the CPU each process spent per event stored, the median over the rounds of
+// each kind of phase: where the time per event goes, and so what a ratio can reach.
+func printBudget(w io.Writer, phases []phaseReport) {
+	per := func(kind string, cores func(phaseReport) *float64) (float64, bool) {
+		var v []float64
+		for _, p := range phases {
+			if c := cores(p); p.Kind == kind && c != nil && p.EventsPerSec > 0 {
+				v = append(v, *c/p.EventsPerSec*1e6)
+			}
+		}
+		return median(v), len(v) > 0
+	}
+	fmt.Fprintf(w, "\nCPU per event stored, µs (median over rounds):\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tbench\tserver\tpostgres\ttotal\t")
+	for _, kind := range phaseKinds() {
+		b, ok := per(kind, func(p phaseReport) *float64 { return p.BenchCores })
+		if !ok {
+			continue
+		}
+		sv, _ := per(kind, func(p phaseReport) *float64 { return p.ServerCores })
+		pg, _ := per(kind, func(p phaseReport) *float64 { return p.PostgresCores })
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t\n", kind, b, sv, pg, b+sv+pg)
+	}
+	tw.Flush()
 }
 
 // printMix writes the part of the report about one mix.
 func printMix(w io.Writer, r mixReport) {
 	fmt.Fprintf(w, "\n== %s mix: %s\n\n", r.Mix, r.Description)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tround\tcalls\trequests\tevents\tseconds\tevents/s\tp50 ms\tp99 ms\tcores: bench\tserver\tpostgres\t")
+	fmt.Fprintln(tw, "phase\tround\tcalls\trequests\tevents\tseconds\tevents/s\tp50 ms\tp99 ms\tcores: bench\tserver\tpostgres\tserver RSS MiB\t")
 	for _, p := range r.Phases {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", p.Kind, p.Round, p.Calls, p.Requests,
-			p.Events, p.Seconds, p.EventsPerSec, p.P50ms, p.P99ms, cores(p.BenchCores), cores(p.ServerCores), cores(p.PostgresCores))
+		rss := "-"
+		if p.ServerRSSMiB != nil && p.Kind == "service" {
+			rss = fmt.Sprintf("%.1f", *p.ServerRSSMiB)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n", p.Kind, p.Round, p.Calls, p.Requests,
+			p.Events, p.Seconds, p.EventsPerSec, p.P50ms, p.P99ms, cores(p.BenchCores), cores(p.ServerCores), cores(p.PostgresCores), rss)
 	}
 	tw.Flush()
 	printDatabase(w, r.Phases)
+	printBudget(w, r.Phases)
 	verdict := "met"
 	if r.Ratio < 0.8 {
 		verdict = "NOT met"
 	}
+	rawVerdict := "met"
+	if r.RawRatio < rawTarget(r.Mix) {
+		rawVerdict = "NOT met"
+	}
 	fmt.Fprintf(w, "\nmedian events/s: service %.0f, ceiling %.0f, raw %.0f\n", r.ServiceEventsPerSec, r.CeilingEventsPerSec, r.RawEventsPerSec)
-	fmt.Fprintf(w, "ratio service/raw ceiling: %.3f\n", r.RawRatio)
+	fmt.Fprintf(w, "ratio service/raw ceiling: %.3f (target at least %.2f: %s)\n", r.RawRatio, rawTarget(r.Mix), rawVerdict)
 	fmt.Fprintf(w, "ratio service/ceiling: %.3f (target at least 0.80: %s); ceiling/raw ceiling: %.3f\n", r.Ratio, verdict, r.CeilingRawRatio)
 	for _, c := range []struct{ kind, what string }{
 		{"service", "service request latency (HTTP, all rounds)"},

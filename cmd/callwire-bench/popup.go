@@ -28,6 +28,8 @@ type popupReport struct {
 	Missing  int            `json:"missing"`
 	Latency  latencySummary `json:"latency"`
 	Lookups  int64          `json:"lookups"`
+	// Rate is the calls started per second, open loop; 0 for a closed loop at full load.
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // popupProbe is a workstation: it holds the server's popup stream open and notes when each
@@ -194,44 +196,74 @@ func (a *instantAdapter) lookups() int64 {
 }
 
 // popupPhase measures the popup latency: the organization is given an instant lookup adapter,
-// a workstation subscribes to the stream of the calls' location, and the usual call mix runs for
-// d against the server, timing every call_received from its POST to its popup.
+// a workstation subscribes to the stream of the calls' location, and the usual call mix runs
+// against the server, timing every call_received from its POST to its popup: first at a light
+// load, lightRate calls a second open loop (skipped when 0), then at full load, closed loop with
+// spec.workers workers. Each runs spec.duration. The phaseRun is both runs' calls and events.
 func popupPhase(ctx context.Context, st store.Store, orgID string, client *http.Client, base string,
-	spec phaseSpec, mix callMix, service doer, settle time.Duration, logf func(string, ...any)) (phaseRun, popupReport, error) {
-	adapter, err := startInstantAdapter()
-	if err != nil {
-		return phaseRun{}, popupReport{}, err
-	}
-	defer adapter.srv.Close()
-	if err := st.UpdateOrgLookup(ctx, orgID, store.Lookup{URL: adapter.url}); err != nil {
-		return phaseRun{}, popupReport{}, fmt.Errorf("set lookup: %w", err)
-	}
-	cred := auth.NewCredential()
-	now := time.Now().UTC()
-	if err := st.CreateKey(ctx, store.Key{ClientID: cred.ClientID, OrgID: orgID, Scopes: []string{auth.ScopePopupsRead},
-		SecretHash: cred.SecretHash, SecretLast8: cred.SecretLast8, CreatedAt: now}); err != nil {
-		return phaseRun{}, popupReport{}, fmt.Errorf("create popup key: %w", err)
-	}
-	// The server reads an organization's lookup settings at most every few seconds.
-	logf("popup phase: lookup adapter %s; waiting %v for the server to see it", adapter.url, settle)
-	select {
-	case <-time.After(settle):
-	case <-ctx.Done():
-		return phaseRun{}, popupReport{}, ctx.Err()
-	}
-	streamClient := &http.Client{Transport: client.Transport}
-	probe, err := startPopupProbe(ctx, streamClient, base, cred.ClientID, cred.Secret, "front-desk")
-	if err != nil {
-		return phaseRun{}, popupReport{}, err
-	}
-	defer probe.close()
-	pr, err := runPhase(ctx, spec, mix, probe.wrap(service))
-	if err != nil {
-		return pr, popupReport{}, err
-	}
-	// Popups of the last calls may still be on their way.
-	time.Sleep(time.Second)
-	ds, missing := probe.latencies()
-	return pr, popupReport{Seconds: pr.Elapsed.Seconds(), Calls: pr.Calls, Received: len(ds), Missing: missing,
-		Latency: summarize(ds), Lookups: adapter.lookups()}, nil
+	spec phaseSpec, mix callMix, service doer, lightRate float64, settle time.Duration, logf func(string, ...any)) (phaseRun, popupReport, *popupReport, error) {
+	var light *popupReport
+	var both phaseRun
+	full, err := func() (popupReport, error) {
+		adapter, err := startInstantAdapter()
+		if err != nil {
+			return popupReport{}, err
+		}
+		defer adapter.srv.Close()
+		if err := st.UpdateOrgLookup(ctx, orgID, store.Lookup{URL: adapter.url}); err != nil {
+			return popupReport{}, fmt.Errorf("set lookup: %w", err)
+		}
+		cred := auth.NewCredential()
+		now := time.Now().UTC()
+		if err := st.CreateKey(ctx, store.Key{ClientID: cred.ClientID, OrgID: orgID, Scopes: []string{auth.ScopePopupsRead},
+			SecretHash: cred.SecretHash, SecretLast8: cred.SecretLast8, CreatedAt: now}); err != nil {
+			return popupReport{}, fmt.Errorf("create popup key: %w", err)
+		}
+		// The server reads an organization's lookup settings at most every few seconds.
+		logf("popup phase: lookup adapter %s; waiting %v for the server to see it", adapter.url, settle)
+		select {
+		case <-time.After(settle):
+		case <-ctx.Done():
+			return popupReport{}, ctx.Err()
+		}
+		streamClient := &http.Client{Transport: client.Transport}
+		measure := func(label string, run func(phaseSpec, doer) (phaseRun, error)) (phaseRun, popupReport, error) {
+			probe, err := startPopupProbe(ctx, streamClient, base, cred.ClientID, cred.Secret, "front-desk")
+			if err != nil {
+				return phaseRun{}, popupReport{}, err
+			}
+			defer probe.close()
+			sp := spec
+			sp.label = spec.label + "-" + label
+			pr, err := run(sp, probe.wrap(service))
+			if err != nil {
+				return pr, popupReport{}, err
+			}
+			// Popups of the last calls may still be on their way.
+			time.Sleep(time.Second)
+			ds, missing := probe.latencies()
+			return pr, popupReport{Seconds: pr.Elapsed.Seconds(), Calls: pr.Calls, Received: len(ds), Missing: missing,
+				Latency: summarize(ds), Lookups: adapter.lookups()}, nil
+		}
+		if lightRate > 0 {
+			pr, rep, err := measure("light", func(sp phaseSpec, do doer) (phaseRun, error) { return runOpenLoop(ctx, sp, mix, do, lightRate) })
+			if err != nil {
+				return popupReport{}, err
+			}
+			rep.Rate = lightRate
+			both, light = pr, &rep
+			logf("popups at %g calls/s: %d of %d arrived, p50 %.2fms p99 %.2fms", lightRate, rep.Received, rep.Received+rep.Missing, rep.Latency.P50ms, rep.Latency.P99ms)
+		}
+		pr, rep, err := measure("full", func(sp phaseSpec, do doer) (phaseRun, error) { return runPhase(ctx, sp, mix, do) })
+		if err != nil {
+			return popupReport{}, err
+		}
+		if light != nil {
+			rep.Lookups -= light.Lookups // the adapter counts both runs' lookups
+		}
+		both.Calls += pr.Calls
+		both.Events += pr.Events
+		return rep, nil
+	}()
+	return both, full, light, err
 }

@@ -25,6 +25,9 @@ func setChildAttrs(cmd *exec.Cmd) {
 type cpuSample struct {
 	ok                      bool
 	bench, server, postgres time.Duration
+	// serverRSS and serverPeak are the server's resident memory now and at its highest so
+	// far (VmRSS and VmHWM), in bytes; 0 when unknown.
+	serverRSS, serverPeak int64
 }
 
 // sampleCPU reads the CPU times of this process, of the process serverPID (0 for none) and of
@@ -38,6 +41,7 @@ func sampleCPU(serverPID int) cpuSample {
 	s.bench = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	if serverPID > 0 {
 		s.server, _ = procCPU(strconv.Itoa(serverPID))
+		s.serverRSS, s.serverPeak = procMemory(strconv.Itoa(serverPID))
 	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -69,6 +73,31 @@ func procCPU(pid string) (time.Duration, string) {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / clockTicks, name
+}
+
+// procMemory returns process pid's resident memory now and at its peak (VmRSS and VmHWM of
+// /proc/<pid>/status), in bytes; 0 when unknown.
+func procMemory(pid string) (rss, peak int64) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, 0
+	}
+	for line := range strings.Lines(string(b)) {
+		key, v, ok := strings.Cut(line, ":")
+		if !ok || (key != "VmRSS" && key != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if err != nil {
+			continue
+		}
+		if key == "VmRSS" {
+			rss = kb << 10
+		} else {
+			peak = kb << 10
+		}
+	}
+	return rss, peak
 }
 
 // memTotal returns the machine's memory as /proc/meminfo states it, or "".

@@ -14,6 +14,7 @@ func setChildAttrs(cmd *exec.Cmd) {}
 type cpuSample struct {
 	ok                      bool
 	bench, server, postgres time.Duration
+	serverRSS, serverPeak   int64
 }
 
 // sampleCPU is not available on this system; the report leaves CPU use out.
