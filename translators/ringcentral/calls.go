@@ -22,6 +22,17 @@ const (
 	statusGone       = "Gone"
 	// transferred marks a party that left the call by transferring it: the call goes on.
 	transferred = "Transferred (local)"
+	// pickedUp marks a ringing party that stopped because another phone picked the call up
+	// (Disconnected with reason Pickup): the call goes on with the picking phone's party.
+	pickedUp = "Picked up elsewhere (local)"
+)
+
+// Party status reasons (of a Disconnected or Gone party) the mapping tells apart; the API
+// reference's CallStatusInfo lists them all.
+const (
+	reasonBlindTransfer    = "BlindTransfer"
+	reasonAttendedTransfer = "AttendedTransfer"
+	reasonPickup           = "Pickup"
 )
 
 // The providerEventIds of the events a call has at most once. The live path and the call-log
@@ -183,11 +194,10 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 			announce()
 			st.voicemail = true
 		case statusDisconn, statusGone:
-			st.reason = p.Status.Reason
 			switch p.Status.Reason {
-			case "BlindTransfer", "AttendedTransfer":
+			case reasonBlindTransfer, reasonAttendedTransfer:
 				mode := event.TransferBlind
-				if p.Status.Reason == "AttendedTransfer" {
+				if p.Status.Reason == reasonAttendedTransfer {
 					mode = event.TransferAttended
 				}
 				if st.pending != nil {
@@ -198,7 +208,13 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 				// The call goes on with the transfer target: this party's end is not the call's.
 				st.parties[p.ID] = transferred
 				continue
+			case reasonPickup:
+				// Another phone picked the ringing call up: this party's end is not the call's,
+				// whether the picking phone's party shows before this notification or after it.
+				st.parties[p.ID] = pickedUp
+				continue
 			}
+			st.reason = p.Status.Reason
 			terminal = true
 		}
 	}
@@ -233,7 +249,7 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 // allEnded reports whether no party of st is still in the call.
 func (c *calls) allEnded(st *callState) bool {
 	for _, code := range st.parties {
-		if code != statusDisconn && code != statusGone && code != transferred {
+		if code != statusDisconn && code != statusGone && code != transferred && code != pickedUp {
 			return false
 		}
 	}
