@@ -249,7 +249,8 @@ func (p *poller) events(r callLogRecord) []event.Event {
 	var out []event.Event
 	if !p.ended.has(id) {
 		disp := resultDisposition(r.Result)
-		if disp == event.DispositionNoAnswer && call.Direction == event.Inbound {
+		// As on the live path: an inbound call that rang out or whose caller gave up is missed.
+		if call.Direction == event.Inbound && (disp == event.DispositionNoAnswer || disp == event.DispositionCancelled) {
 			out = append(out, mk(event.CallMissed, end, idMissed))
 		}
 		e := mk(event.CallEnded, end, idEnded)

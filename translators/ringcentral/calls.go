@@ -231,10 +231,10 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 			emitTransfer(st.pending, nil)
 			st.pending = nil
 		}
-		if st.missed && st.answered.IsZero() && !st.voicemail {
+		disp := disposition(st)
+		if missed(st, disp) {
 			emit(event.CallMissed, idMissed, nil)
 		}
-		disp := disposition(st)
 		emit(event.CallEnded, idEnded, func(e *event.Event) {
 			e.Disposition = disp
 			e.Duration = event.Ptr(max(ev.at.Sub(st.started).Seconds(), 0))
@@ -254,6 +254,21 @@ func (c *calls) allEnded(st *callState) bool {
 		}
 	}
 	return true
+}
+
+// missed reports whether a call that ended with disposition disp is a missed call. A call someone
+// answered, or that reached voicemail, is not. Otherwise it is when RingCentral marked one of its
+// parties missedCall, or when it is inbound and rang out (reason NoAnswer, or none) or its caller
+// gave up while it rang (reason Cancelled). An inbound call that was busy, rejected or failed is
+// missed only when RingCentral marks it so; an outbound one never is unless marked.
+func missed(st *callState, disp event.Disposition) bool {
+	switch {
+	case !st.answered.IsZero(), st.voicemail:
+		return false
+	case st.missed:
+		return true
+	}
+	return st.call.Direction == event.Inbound && (disp == event.DispositionNoAnswer || disp == event.DispositionCancelled)
 }
 
 // disposition is how a call the live path saw end ended.

@@ -128,6 +128,11 @@ func TestPartyStatusReasons(t *testing.T) {
 			{missed(in("p-1", statusDisconn, "Pickup", endDesk())), in("p-2", statusAnswered, "", endDoctor())},
 			{in("p-2", statusDisconn, "", endDoctor())},
 		}, []string{"call_received", "call_answered by 102", "call_ended answered"}},
+		{"NoAnswer: an inbound call rings out", [][]wireParty{
+			ringing("p-1", endDesk()),
+			{in("p-1", statusProceeding, "", endDesk())},
+			{in("p-1", statusDisconn, "NoAnswer", endDesk())},
+		}, []string{"call_received", "call_missed", "call_ended no_answer"}},
 		{"NoAnswer: an inbound call rings out, marked missedCall", [][]wireParty{
 			ringing("p-1", endDesk()),
 			{missed(in("p-1", statusDisconn, "NoAnswer", endDesk()))},
@@ -137,6 +142,11 @@ func TestPartyStatusReasons(t *testing.T) {
 			{out(statusProceeding, "")},
 			{out(statusDisconn, "NoAnswer")},
 		}, []string{"call_placed", "call_ended no_answer"}},
+		{"Cancelled: the caller hangs up while it rings", [][]wireParty{
+			ringing("p-1", endDesk()),
+			{in("p-1", statusProceeding, "", endDesk())},
+			{in("p-1", statusDisconn, "Cancelled", endDesk())},
+		}, []string{"call_received", "call_missed", "call_ended cancelled"}},
 		{"Cancelled: the clinic hangs up before the outside number answers", [][]wireParty{
 			{out(statusSetup, "")},
 			{out(statusProceeding, "")},
@@ -188,6 +198,53 @@ func TestPartyStatusReasons(t *testing.T) {
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("events\n got: %s\nwant: %s", strings.Join(got, ", "), strings.Join(tt.want, ", "))
+			}
+		})
+	}
+}
+
+// TestCallLogResults checks the events the poll makes of each call-log result: an inbound call
+// that rang out or whose caller gave up is missed, as on the live path; nothing else is.
+func TestCallLogResults(t *testing.T) {
+	t0 := time.Date(2023, 6, 6, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		direction, result string
+		want              []string
+	}{
+		{"Inbound", "Accepted", []string{"call_ended answered"}},
+		{"Inbound", "Missed", []string{"call_missed", "call_ended no_answer"}},
+		{"Inbound", "No Answer", []string{"call_missed", "call_ended no_answer"}},
+		{"Inbound", "Hang Up", []string{"call_missed", "call_ended cancelled"}},
+		{"Inbound", "Abandoned", []string{"call_missed", "call_ended cancelled"}},
+		{"Inbound", "Voicemail", []string{"call_ended voicemail"}},
+		{"Inbound", "Busy", []string{"call_ended busy"}},
+		{"Outbound", "No Answer", []string{"call_ended no_answer"}},
+		{"Outbound", "Hang Up", []string{"call_ended cancelled"}},
+		{"Outbound", "Call connected", []string{"call_ended answered"}},
+	}
+	f := newFakeRC(t)
+	var recs []callLogRecord
+	for i, tt := range tests {
+		recs = append(recs, logRecord(fmt.Sprintf("s-result-%02d", i), tt.direction, tt.result, t0, 20, t0.Add(time.Minute)))
+	}
+	f.setPages(recs)
+	rec := &recorder{}
+	p := newTestPoller(t, f, t.TempDir(), rec.Emit, func() time.Time { return t0.Add(5 * time.Minute) }, noSleep)
+	if _, err := p.pollOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.events()
+	for i, tt := range tests {
+		t.Run(tt.direction+" "+tt.result, func(t *testing.T) {
+			var got []string
+			for _, e := range eventsOf(evs, recs[i].TelephonySessionID) {
+				if err := e.Validate(); err != nil {
+					t.Errorf("invalid %s: %v", e.Type, err)
+				}
+				got = append(got, brief(e))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("events %v, want %v", got, tt.want)
 			}
 		})
 	}

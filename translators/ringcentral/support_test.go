@@ -1,6 +1,8 @@
 package ringcentral
 
 import (
+	"context"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -64,3 +66,48 @@ func endDoctor() wireEnd {
 	return wireEnd{PhoneNumber: "+16505550100", Name: "Dr Smith", ExtensionID: "400131758009", ExtensionNumber: "102"}
 }
 func endOut() wireEnd { return wireEnd{PhoneNumber: "+14155550142"} }
+
+// logRecord is a call-log record in the Detailed view's shape (as in
+// testdata/call_log_pages.json): the call of telephony session session, "Inbound" (the caller to
+// the front desk) or "Outbound" (the front desk to an outside number), started at start, lasting
+// dur seconds, with result, last modified at mod.
+func logRecord(session, direction, result string, start time.Time, dur float64, mod time.Time) callLogRecord {
+	c, d := endCaller(), endDesk()
+	caller := endpoint{PhoneNumber: c.PhoneNumber, Name: c.Name}
+	desk := endpoint{PhoneNumber: d.PhoneNumber, ExtensionNumber: d.ExtensionNumber, ExtensionID: flexString(d.ExtensionID), Name: d.Name}
+	r := callLogRecord{ID: "Y" + session, SessionID: "4503990099", TelephonySessionID: session, StartTime: start.Format(time.RFC3339Nano),
+		Duration: dur, Direction: direction, Type: "Voice", Result: result, From: caller, To: desk, LastModifiedTime: mod.Format(time.RFC3339Nano)}
+	if direction == "Outbound" {
+		r.From, r.To = desk, endpoint{PhoneNumber: endOut().PhoneNumber}
+	}
+	return r
+}
+
+// recorded is r with an automatic recording of id.
+func recorded(r callLogRecord, id string) callLogRecord {
+	r.Recording = &struct {
+		ID         flexString `json:"id"`
+		ContentURI string     `json:"contentUri"`
+		Type       string     `json:"type"`
+	}{ID: flexString(id), ContentURI: "https://media.ringcentral.com/restapi/v1.0/account/400129284008/recording/" + id + "/content", Type: "Automatic"}
+	return r
+}
+
+// newTestPoller is a poller of f's call log, as one run of the translator makes it (its own
+// sign-in and ended calls), keeping its cursor in dir and handing its events to emit; now and
+// sleep are the test's.
+func newTestPoller(t *testing.T, f *fakeRC, dir string, emit func(context.Context, event.Event) error, now func() time.Time, sleep func(context.Context, time.Duration) error) *poller {
+	a := &auth{server: f.srv.URL, clientID: "client-id", secrets: Secrets{ClientSecret: "client-secret", JWT: "the-jwt"}, hc: f.srv.Client(), now: time.Now}
+	return &poller{api: &client{server: f.srv.URL, auth: a, hc: f.srv.Client()}, calls: newCalls(testPlan(t), DefaultProvider, time.Hour),
+		ended: &endedSet{m: map[string]time.Time{}, keep: time.Hour}, emit: emit, log: quiet(),
+		path: filepath.Join(dir, "cursor.json"), overlap: 10 * time.Minute, lookback: time.Hour, now: now, sleep: sleep}
+}
+
+func noSleep(context.Context, time.Duration) error { return nil }
+
+// setPages sets the call log the fake serves.
+func (f *fakeRC) setPages(pages ...[]callLogRecord) {
+	f.mu.Lock()
+	f.pages = pages
+	f.mu.Unlock()
+}
