@@ -271,7 +271,9 @@ func missed(st *callState, disp event.Disposition) bool {
 	return st.call.Direction == event.Inbound && (disp == event.DispositionNoAnswer || disp == event.DispositionCancelled)
 }
 
-// disposition is how a call the live path saw end ended.
+// disposition is how a call the live path saw end ended: voicemail, answered, or else from the
+// reason of the party whose end ended it (RingCentral's CallStatusInfo reasons, and a few other
+// spellings).
 func disposition(st *callState) event.Disposition {
 	switch {
 	case st.voicemail:
@@ -280,13 +282,13 @@ func disposition(st *callState) event.Disposition {
 		return event.DispositionAnswered
 	}
 	switch st.reason {
-	case "Busy", "BusyHere":
+	case "TargetBusy", "Busy", "BusyHere":
 		return event.DispositionBusy
 	case "Rejected", "Declined":
 		return event.DispositionRejected
 	case "Cancelled", "CallerHangup", "HangUp":
 		return event.DispositionCancelled
-	case "Failed", "Error", "InternalError":
+	case "InternalError", "InvalidNumber", "InternationalDisabled", "DestinationBlocked", "NotEnoughFunds", "NoSuchUser", "Failed", "Error":
 		return event.DispositionFailed
 	}
 	return event.DispositionNoAnswer

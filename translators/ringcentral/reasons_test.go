@@ -167,6 +167,18 @@ func TestPartyStatusReasons(t *testing.T) {
 			{in("p-1", statusVoiceMail, "", endDesk())},
 			{missed(in("p-1", statusDisconn, "", endDesk()))},
 		}, []string{"call_received", "call_ended voicemail"}},
+		{"TargetBusy: an outbound call to a busy line", [][]wireParty{
+			{out(statusSetup, "")},
+			{out(statusDisconn, "TargetBusy")},
+		}, []string{"call_placed", "call_ended busy"}},
+		{"an inbound call the clinic's phone is busy for is not missed unless marked", [][]wireParty{
+			ringing("p-1", endDesk()),
+			{in("p-1", statusDisconn, "TargetBusy", endDesk())},
+		}, []string{"call_received", "call_ended busy"}},
+		{"an outbound call to a number that does not exist", [][]wireParty{
+			{out(statusSetup, "")},
+			{out(statusDisconn, "InvalidNumber")},
+		}, []string{"call_placed", "call_ended failed"}},
 	}
 
 	f := newFakeRC(t)
