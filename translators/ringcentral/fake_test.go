@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,8 @@ type fakeRC struct {
 	logCalls   int
 	subExpires int      // the expiresIn of a subscription
 	requests   []string // the ClientRequests taken, as "METHOD path"
+	wsTokens   int      // WebSocket tokens given
+	sockets    int      // WebSocket connections being served
 
 	push chan []byte // notification bodies for the connected socket
 }
@@ -114,10 +117,28 @@ func (f *fakeRC) revokeTokens() {
 	f.mu.Unlock()
 }
 
+// revokeRefreshTokens makes every refresh token invalid, as their expiry would.
+func (f *fakeRC) revokeRefreshTokens() {
+	f.mu.Lock()
+	clear(f.refresh)
+	f.mu.Unlock()
+}
+
+// counts returns how many subscriptions, WebSocket tokens and open sockets the fake has, and the
+// OAuth grant types it took, in order.
+func (f *fakeRC) counts() (subscribed, wsTokens, sockets int, grants []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.subscribed, f.wsTokens, f.sockets, slices.Clone(f.grants)
+}
+
 func (f *fakeRC) wstoken(w http.ResponseWriter, r *http.Request) {
 	if !f.authorized(w, r) {
 		return
 	}
+	f.mu.Lock()
+	f.wsTokens++
+	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"uri":"ws://%s/ws","ws_access_token":"ws-token","expires_in":60}`, r.Host)
 }
@@ -134,7 +155,13 @@ func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
 	defer conn.Close()
 	f.mu.Lock()
 	f.wsConns = append(f.wsConns, conn)
+	f.sockets++
 	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.sockets--
+		f.mu.Unlock()
+	}()
 	var wmu sync.Mutex
 	write := func(s string) error {
 		wmu.Lock()

@@ -2,13 +2,34 @@ package ringcentral
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/callwire/callwire/sdk/event"
 )
+
+// testClock is a clock the test moves by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
 
 // waitUntil waits (polling, up to 20 s) until cond holds, and fails the test if it never does.
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -45,6 +66,24 @@ func eventsOf(evs []event.Event, call string) []event.Event {
 		}
 	}
 	return out
+}
+
+// matchGolden checks that evs are exactly the events of the golden file name, in order: none
+// lost, none twice.
+func matchGolden(t *testing.T, name string, evs []event.Event) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "golden", name+".txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var got []string
+	for _, e := range evs {
+		got = append(got, summary(e))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events differ from golden/%s.txt\n got:\n%s\nwant:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 // wireEnd is one end of a party as the telephony-sessions notification writes it.
