@@ -40,6 +40,9 @@ type fakeRC struct {
 	requests   []string // the ClientRequests taken, as "METHOD path"
 	wsTokens   int      // WebSocket tokens given
 	sockets    int      // WebSocket connections being served
+	// onCallLog, when set, is called (without f.mu) as each call-log request comes, before it is
+	// answered.
+	onCallLog func(*http.Request)
 
 	push chan []byte // notification bodies for the connected socket
 }
@@ -231,6 +234,12 @@ func (f *fakeRC) dropSockets() {
 func (f *fakeRC) callLog(w http.ResponseWriter, r *http.Request) {
 	if !f.authorized(w, r) {
 		return
+	}
+	f.mu.Lock()
+	hook := f.onCallLog
+	f.mu.Unlock()
+	if hook != nil {
+		hook(r)
 	}
 	f.mu.Lock()
 	f.logCalls++
