@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +21,15 @@ const callLogPerPage = 250
 
 // defaultRetryAfter is the wait after a 429 that gave no Retry-After.
 const defaultRetryAfter = time.Minute
+
+// The call log's published rate limit: RingCentral's API reference puts
+// GET /restapi/v1.0/account/~/call-log in the Heavy usage plan group, 10 requests per 60
+// seconds. The poll keeps to it when answers carry no X-Rate-Limit-* headers to pace by.
+const (
+	callLogGroup  = "Heavy"
+	callLogLimit  = 10
+	callLogWindow = 60 * time.Second
+)
 
 // callLogPage is one page of GET /restapi/v1.0/account/~/call-log?view=Detailed.
 type callLogPage struct {
@@ -109,7 +119,16 @@ type poller struct {
 	now      func() time.Time
 	sleep    func(context.Context, time.Duration) error
 
-	pace time.Duration // from the last rate-limit headers
+	// What the last answer said of the rate limit: headers tells whether it carried
+	// X-Rate-Limit-* headers, pace is how long they ask to wait before the next request, and
+	// group is the group they named (callLogGroup when they named none).
+	headers bool
+	pace    time.Duration
+	group   string
+	// answers holds when the last callLogLimit requests were answered, oldest first: without
+	// headers to pace by, a request waits until fewer than callLogLimit were answered within
+	// callLogWindow.
+	answers []time.Time
 }
 
 // pollOnce reads every record modified since the cursor (less the overlap), to the last page,
@@ -179,26 +198,26 @@ func (p *poller) pollOnce(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// get fetches one page, waiting out 429s (Retry-After) and pacing by the rate-limit headers.
+// get fetches one page, waiting out 429s (Retry-After) and pacing its requests: by the
+// rate-limit headers of the last answer when it had them, else to the published limit of the
+// call log's group (at most callLogLimit requests in any callLogWindow).
 func (p *poller) get(ctx context.Context, path string, out *callLogPage) error {
 	for {
-		if p.pace > 0 {
-			if err := p.sleep(ctx, p.pace); err != nil {
+		if wait, group := p.wait(); wait > 0 {
+			p.log.Info("ringcentral: call-log requests paced to their rate-limit group; waiting", "group", group, "wait", wait.String())
+			if err := p.sleep(ctx, wait); err != nil {
 				return err
 			}
 		}
 		h, err := p.api.do(ctx, "read the call log", "GET", path, nil, out)
-		p.pace = 0
-		if rl, ok := readRateLimit(h); ok {
-			p.pace = rl.pace()
-		}
+		p.answered(h)
 		var ae *APIError
-		if errors.As(err, &ae) && ae.Status == 429 {
+		if errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests {
 			wait := ae.RetryAfter
 			if wait <= 0 {
 				wait = defaultRetryAfter
 			}
-			p.log.Warn("ringcentral: call log rate limited; waiting", "retry_after", wait.String())
+			p.log.Warn("ringcentral: call log rate limited; waiting", "group", p.group, "retry_after", wait.String())
 			if err := p.sleep(ctx, wait); err != nil {
 				return err
 			}
@@ -207,6 +226,36 @@ func (p *poller) get(ctx context.Context, path string, out *callLogPage) error {
 		}
 		return err
 	}
+}
+
+// answered notes that a call-log request was answered now, with headers h (nil when no answer
+// came), and what their rate-limit headers say.
+func (p *poller) answered(h http.Header) {
+	if len(p.answers) == callLogLimit {
+		p.answers = append(p.answers[:0], p.answers[1:]...)
+	}
+	p.answers = append(p.answers, p.now())
+	rl, ok := readRateLimit(h)
+	p.headers, p.pace, p.group = ok, 0, callLogGroup
+	if ok {
+		p.pace = rl.pace()
+		if rl.Group != "" {
+			p.group = rl.Group
+		}
+	}
+}
+
+// wait is how long the next call-log request must wait, and the rate-limit group that asks it:
+// what the last answer's headers said, or, when it had none (or before the first answer), until
+// fewer than callLogLimit requests were answered within the last callLogWindow.
+func (p *poller) wait() (time.Duration, string) {
+	if p.headers {
+		return p.pace, p.group
+	}
+	if len(p.answers) < callLogLimit {
+		return 0, callLogGroup
+	}
+	return max(p.answers[0].Add(callLogWindow).Sub(p.now()), 0), callLogGroup
 }
 
 // events are the call_missed, call_ended and call_recorded of a closed call, with the ids the

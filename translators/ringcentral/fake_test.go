@@ -40,6 +40,10 @@ type fakeRC struct {
 	requests   []string // the ClientRequests taken, as "METHOD path"
 	wsTokens   int      // WebSocket tokens given
 	sockets    int      // WebSocket connections being served
+	// The call log's X-Rate-Limit-* headers: none when noRateHeaders, else Remaining of 10 per
+	// 60 s in the group "heavy".
+	noRateHeaders bool
+	rateRemaining int
 	// onCallLog, when set, is called (without f.mu) as each call-log request comes, before it is
 	// answered.
 	onCallLog func(*http.Request)
@@ -48,7 +52,7 @@ type fakeRC struct {
 }
 
 func newFakeRC(t testing.TB) *fakeRC {
-	f := &fakeRC{t: t, tokenLife: 3600, subExpires: 899, tokens: map[string]time.Time{}, refresh: map[string]bool{}, push: make(chan []byte, 256)}
+	f := &fakeRC{t: t, tokenLife: 3600, subExpires: 899, rateRemaining: 9, tokens: map[string]time.Time{}, refresh: map[string]bool{}, push: make(chan []byte, 256)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /restapi/oauth/token", f.token)
 	mux.HandleFunc("POST /restapi/oauth/wstoken", f.wstoken)
@@ -243,19 +247,26 @@ func (f *fakeRC) callLog(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.logCalls++
-	if f.fail429 > 0 {
-		f.fail429--
-		f.mu.Unlock()
-		w.Header().Set("Retry-After", "1")
+	rateHeaders := func(remaining int) {
+		if f.noRateHeaders {
+			return
+		}
 		w.Header().Set("X-Rate-Limit-Group", "heavy")
 		w.Header().Set("X-Rate-Limit-Limit", "10")
-		w.Header().Set("X-Rate-Limit-Remaining", "0")
+		w.Header().Set("X-Rate-Limit-Remaining", strconv.Itoa(remaining))
 		w.Header().Set("X-Rate-Limit-Window", "60")
+	}
+	if f.fail429 > 0 {
+		f.fail429--
+		rateHeaders(0)
+		f.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusTooManyRequests)
 		fmt.Fprint(w, `{"errorCode":"CMN-301","message":"Request rate exceeded","errors":[{"errorCode":"CMN-301","message":"Request rate exceeded"}]}`)
 		return
 	}
 	pages := f.pages
+	rateHeaders(f.rateRemaining)
 	f.mu.Unlock()
 	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
 	page = max(page, 1)
@@ -272,10 +283,6 @@ func (f *fakeRC) callLog(w http.ResponseWriter, r *http.Request) {
 		nav["nextPage"] = map[string]string{"uri": "http://" + r.Host + r.URL.Path + "?" + q.Encode()}
 	}
 	body["navigation"] = nav
-	w.Header().Set("X-Rate-Limit-Group", "heavy")
-	w.Header().Set("X-Rate-Limit-Limit", "10")
-	w.Header().Set("X-Rate-Limit-Remaining", "9")
-	w.Header().Set("X-Rate-Limit-Window", "60")
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(body)
 }
