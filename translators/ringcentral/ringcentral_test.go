@@ -290,6 +290,9 @@ func TestLiveTokenExpiryAndDrop(t *testing.T) {
 	f := newFakeRC(t)
 	out := &recorder{}
 	stop := run(t, config(f, t.TempDir(), true), out)
+	// Subscribed first: the gateway may deliver notifications before it answers the
+	// subscription, so the call's first events do not show that the subscription was counted.
+	waitUntil(t, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
 	notes := scenario(t, "hold")
 	pushAll(f, notes[:3]) // setup, answered, hold
 	out.waitFor(t, 3, 10*time.Second)
