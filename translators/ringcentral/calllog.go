@@ -298,8 +298,8 @@ func (p *poller) events(r callLogRecord) []event.Event {
 	var out []event.Event
 	if !p.ended.has(id) {
 		disp := resultDisposition(r.Result)
-		// As on the live path: an inbound call that rang out or whose caller gave up is missed.
-		if call.Direction == event.Inbound && (disp == event.DispositionNoAnswer || disp == event.DispositionCancelled) {
+		// As on the live path: an inbound call no clinic phone answered is missed.
+		if call.Direction == event.Inbound && disp != event.DispositionAnswered {
 			out = append(out, mk(event.CallMissed, end, idMissed))
 		}
 		e := mk(event.CallEnded, end, idEnded)

@@ -256,19 +256,20 @@ func (c *calls) allEnded(st *callState) bool {
 	return true
 }
 
-// missed reports whether a call that ended with disposition disp is a missed call. A call someone
-// answered, or that reached voicemail, is not. Otherwise it is when RingCentral marked one of its
-// parties missedCall, or when it is inbound and rang out (reason NoAnswer, or none) or its caller
-// gave up while it rang (reason Cancelled). An inbound call that was busy, rejected or failed is
-// missed only when RingCentral marks it so; an outbound one never is unless marked.
+// missed reports whether a call that ended with disposition disp is a missed call: an inbound
+// call no clinic phone answered, however it ended (it rang out, its caller gave up, it was busy,
+// refused or failed, it reached voicemail), as the SIP observer and the Asterisk translator
+// report one, so that the desk calls back the same callers whatever the phone system. An
+// outbound call is missed only when RingCentral marked one of its parties missedCall and it did
+// not reach voicemail.
 func missed(st *callState, disp event.Disposition) bool {
 	switch {
-	case !st.answered.IsZero(), st.voicemail:
+	case !st.answered.IsZero(), disp == event.DispositionAnswered:
 		return false
-	case st.missed:
+	case st.call.Direction == event.Inbound:
 		return true
 	}
-	return st.call.Direction == event.Inbound && (disp == event.DispositionNoAnswer || disp == event.DispositionCancelled)
+	return st.missed && !st.voicemail
 }
 
 // disposition is how a call the live path saw end ended: voicemail, answered, or else from the

@@ -162,19 +162,19 @@ func TestPartyStatusReasons(t *testing.T) {
 			{missed(in("p-1", statusDisconn, "", endDesk()))},
 			{in("p-2", statusDisconn, "", endDoctor())},
 		}, []string{"call_received", "call_answered by 102", "call_ended answered"}},
-		{"missedCall: the caller reaches voicemail", [][]wireParty{
+		{"the caller reaches voicemail: missed, as the other translators report it", [][]wireParty{
 			ringing("p-1", endDesk()),
 			{in("p-1", statusVoiceMail, "", endDesk())},
 			{missed(in("p-1", statusDisconn, "", endDesk()))},
-		}, []string{"call_received", "call_ended voicemail"}},
+		}, []string{"call_received", "call_missed", "call_ended voicemail"}},
 		{"TargetBusy: an outbound call to a busy line", [][]wireParty{
 			{out(statusSetup, "")},
 			{out(statusDisconn, "TargetBusy")},
 		}, []string{"call_placed", "call_ended busy"}},
-		{"an inbound call the clinic's phone is busy for is not missed unless marked", [][]wireParty{
+		{"an inbound call the clinic's phone is busy for is missed", [][]wireParty{
 			ringing("p-1", endDesk()),
 			{in("p-1", statusDisconn, "TargetBusy", endDesk())},
-		}, []string{"call_received", "call_ended busy"}},
+		}, []string{"call_received", "call_missed", "call_ended busy"}},
 		{"an outbound call to a number that does not exist", [][]wireParty{
 			{out(statusSetup, "")},
 			{out(statusDisconn, "InvalidNumber")},
@@ -228,8 +228,9 @@ func TestCallLogResults(t *testing.T) {
 		{"Inbound", "No Answer", []string{"call_missed", "call_ended no_answer"}},
 		{"Inbound", "Hang Up", []string{"call_missed", "call_ended cancelled"}},
 		{"Inbound", "Abandoned", []string{"call_missed", "call_ended cancelled"}},
-		{"Inbound", "Voicemail", []string{"call_ended voicemail"}},
-		{"Inbound", "Busy", []string{"call_ended busy"}},
+		{"Inbound", "Voicemail", []string{"call_missed", "call_ended voicemail"}},
+		{"Inbound", "Busy", []string{"call_missed", "call_ended busy"}},
+		{"Inbound", "Rejected", []string{"call_missed", "call_ended rejected"}},
 		{"Outbound", "No Answer", []string{"call_ended no_answer"}},
 		{"Outbound", "Hang Up", []string{"call_ended cancelled"}},
 		{"Outbound", "Call connected", []string{"call_ended answered"}},

@@ -448,8 +448,8 @@ func TestContract(t *testing.T) {
 	for _, name := range []string{"normal_call", "missed_call", "transfer", "voicemail"} {
 		pushAll(f, scenario(t, name))
 	}
-	evs := translatortest.Check(t, New(), translatortest.Options{Config: config(f, t.TempDir(), true), Want: 12, RefuseFirst: true, Timeout: 20 * time.Second})
-	if len(evs) != 12 {
+	evs := translatortest.Check(t, New(), translatortest.Options{Config: config(f, t.TempDir(), true), Want: 13, RefuseFirst: true, Timeout: 20 * time.Second})
+	if len(evs) != 13 {
 		t.Errorf("%d events: %v", len(evs), types(evs))
 	}
 }
@@ -519,8 +519,8 @@ func TestContractPoll(t *testing.T) {
 	if err := saveCursor(filepath.Join(dir, "cursor.json"), cursor{Modified: time.Date(2023, 6, 6, 10, 0, 0, 0, time.UTC)}); err != nil {
 		t.Fatal(err)
 	}
-	evs := translatortest.Check(t, New(), translatortest.Options{Config: config(f, dir, false), Want: 6, RefuseFirst: true, Timeout: 20 * time.Second})
-	if len(evs) != 6 {
+	evs := translatortest.Check(t, New(), translatortest.Options{Config: config(f, dir, false), Want: 7, RefuseFirst: true, Timeout: 20 * time.Second})
+	if len(evs) != 7 {
 		t.Errorf("%d events: %v", len(evs), types(evs))
 	}
 	c, ok, err := loadCursor(filepath.Join(dir, "cursor.json"))
