@@ -224,6 +224,14 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 		st.pending = nil
 		emitTransfer(tr, &to)
 	}
+	if terminal && c.allEnded(st) && first {
+		// The session's first notification is its end: this translator heard nothing of the
+		// call before (it was restarted, or its socket was down), and cannot tell whether it
+		// was answered. The call log's record, which says, ends it at the next poll with the
+		// same ids; a guess here could report an answered call missed.
+		st.ended = true
+		return out
+	}
 	if terminal && c.allEnded(st) {
 		st.ended = true
 		if st.pending != nil {

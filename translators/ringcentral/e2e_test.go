@@ -42,6 +42,7 @@ func TestKillTranslatorMidCall(t *testing.T) {
       client_secret_file: %s
       jwt: the-jwt
       cursor_file: %s
+      poll_interval: 10s
       default_country: US
       numbers: ["+16505550100"]
 `, rc.URL(), filepath.Join(adir, "rc-secret"), filepath.Join(adir, "rc.cursor")))
@@ -74,12 +75,29 @@ func TestKillTranslatorMidCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2etest.Eventually(t, 30*time.Second, "the translator restarted and resubscribed", func() bool { return rc.Subscriptions() >= 2 })
-	// The gateway redelivers the whole call, then its end.
-	rc.Push(t, "normal_call", 0, 4)
+	// As the real gateway does, it sends only what happens after the new subscription: the
+	// call's end. The new translator never saw the call begin, so it cannot tell from the end
+	// alone whether anyone answered; the call log, polled every 10 s, says it was.
+	start := time.Now().Add(-time.Minute)
+	rc.AddCallLogRecord(callID, "Accepted", start, 40, time.Now())
+	rc.Push(t, "normal_call", 3, 4)
 	want := []string{"call_answered", "call_ended", "call_received"}
-	e2etest.Eventually(t, 20*time.Second, "call_ended stored", func() bool { return slices.Equal(stored(), want) })
+	e2etest.Eventually(t, 40*time.Second, "call_ended stored", func() bool { return slices.Equal(stored(), want) })
 	time.Sleep(500 * time.Millisecond)
 	if got := stored(); !slices.Equal(got, want) {
 		t.Fatalf("stored %v, want %v: nothing lost, nothing twice", got, want)
+	}
+	_, evs, err := st.GetCall(t.Context(), core.Org, "ringcentral", callID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		var ev event.Event
+		if err := json.Unmarshal(e.Body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == event.CallEnded && ev.Disposition != event.DispositionAnswered {
+			t.Errorf("call_ended %s, want answered: the call was answered before the restart", ev.Disposition)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package ringcentral
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // What the end-to-end test (package ringcentral_test) uses of the fake RingCentral.
 
@@ -24,4 +27,17 @@ func (f *fakeRC) Subscriptions() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.subscribed
+}
+
+// AddCallLogRecord puts a closed call on the fake call log: session, an inbound call from the
+// fixtures' caller to their desk, with the result given, which started at start, lasted dur
+// seconds and was last modified at mod.
+func (f *fakeRC) AddCallLogRecord(session, result string, start time.Time, dur float64, mod time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := logRecord(session, "Inbound", result, start, dur, mod)
+	if len(f.pages) == 0 {
+		f.pages = [][]callLogRecord{nil}
+	}
+	f.pages[0] = append(f.pages[0], r)
 }

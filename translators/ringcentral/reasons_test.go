@@ -175,6 +175,9 @@ func TestPartyStatusReasons(t *testing.T) {
 			ringing("p-1", endDesk()),
 			{in("p-1", statusDisconn, "TargetBusy", endDesk())},
 		}, []string{"call_received", "call_missed", "call_ended busy"}},
+		{"a call first heard of at its end (after a restart): left to the call log, which knows whether it was answered", [][]wireParty{
+			{in("p-1", statusDisconn, "", endDesk())},
+		}, nil},
 		{"an outbound call to a number that does not exist", [][]wireParty{
 			{out(statusSetup, "")},
 			{out(statusDisconn, "InvalidNumber")},
