@@ -19,15 +19,28 @@ import (
 	"github.com/callwire/callwire/translators/ringcentral"
 )
 
+// TestKillTranslatorMidCall kills, with SIGKILL in the middle of a call, the translator (the
+// agent starts it again) or the whole agent (started again by hand, as its service manager
+// would): either way the core ends up with each of the call's events once, and the call ended
+// answered.
 func TestKillTranslatorMidCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the callwire binary")
 	}
-	dir := t.TempDir()
-	bin, err := e2etest.Build(dir)
+	bin, err := e2etest.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, killAgent := range []bool{false, true} {
+		name := "translator"
+		if killAgent {
+			name = "agent"
+		}
+		t.Run(name, func(t *testing.T) { killMidCall(t, bin, killAgent) })
+	}
+}
+
+func killMidCall(t *testing.T, bin string, killAgent bool) {
 	rc := ringcentral.NewFakeRC(t)
 	core := e2etest.StartCore(t, bin)
 	adir := t.TempDir()
@@ -71,7 +84,13 @@ func TestKillTranslatorMidCall(t *testing.T) {
 	e2etest.Eventually(t, 20*time.Second, "call_received and call_answered stored", func() bool { return len(stored()) == 2 })
 
 	pids := agent.TranslatorPIDs()
-	if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
+	if killAgent {
+		_ = agent.Proc.Stop(t, syscall.SIGKILL)
+		// The translator, its child, goes with it (it watches its parent); the agent comes back
+		// on the same configuration, outbox and cursor file.
+		e2etest.NoProcess(t, bin+"\x00translator\x00")
+		agent = e2etest.StartAgent(t, bin, adir)
+	} else if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	e2etest.Eventually(t, 30*time.Second, "the translator restarted and resubscribed", func() bool { return rc.Subscriptions() >= 2 })
