@@ -105,6 +105,7 @@ type options struct {
 	keepSchema  bool
 	popupPhase  time.Duration
 	popupRate   float64
+	preload     int64
 	analyze     bool
 	client      string
 	mixes       []string
@@ -126,6 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory for CPU profiles of the first measured round: server.pprof (the server, "+
 		"run as this program's copy of `callwire serve` with pprof), loadgen.pprof and ceiling.pprof (this process)")
 	fs.DurationVar(&o.popupPhase, "popup-phase", 10*time.Second, "length of each popup latency phase after the rounds, light load then full load (0 skips them)")
+	fs.Int64Var(&o.preload, "preload", 0, "events to store with COPY before the rounds (in calls of five), to measure a full store; 0 for none")
 	fs.Float64Var(&o.popupRate, "popup-rate", 20, "calls started per second, open loop, in the light-load popup phase (0 skips it)")
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
@@ -247,7 +249,8 @@ type settings struct {
 	Rounds       int      `json:"rounds"`
 	MaxConns     int      `json:"maxConns"`
 	Server       string   `json:"server"`
-	Client       string   `json:"client"` // the load generator's HTTP client: wire or net
+	Client       string   `json:"client"`              // the load generator's HTTP client: wire or net
+	Preloaded    int64    `json:"preloaded,omitempty"` // events stored with COPY before the rounds
 	Mixes        []string `json:"mixes"`
 }
 
@@ -415,6 +418,18 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	// Every call and event the bench reports, to check against what is on file at the end.
 	var sentCalls, sentEvents int64
 	var peakRSS float64 // MiB
+	if o.preload > 0 {
+		pc, pe, err := preload(ctx, pool, orgID, o.preload, logf)
+		if err != nil {
+			return err
+		}
+		sentCalls += pc
+		sentEvents += pe
+		if _, err := pool.Exec(ctx, "ANALYZE calls; ANALYZE call_events"); err != nil {
+			return fmt.Errorf("preload: analyze: %w", err)
+		}
+		r.Settings.Preloaded = pe
+	}
 	for _, mixName := range o.mixes {
 		mix, err := newMix(mixName)
 		if err != nil {
@@ -634,6 +649,9 @@ func printReport(w io.Writer, r report) {
 	}
 	fmt.Fprintf(w, "server: %s; load generator: %s; the load generator, the server and PostgreSQL share the machine\n", s.Server, client)
 	fmt.Fprintf(w, "phases: service (HTTP), ceiling (parse + write pipeline in process), raw (one SQL statement per request, no decoding)\n")
+	if s.Preloaded > 0 {
+		fmt.Fprintf(w, "store: %d events preloaded with COPY before the rounds (-preload)\n", s.Preloaded)
+	}
 	for _, mr := range r.Mixes {
 		printMix(w, mr)
 	}

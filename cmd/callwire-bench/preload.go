@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/callwire/callwire/core/ingest"
+)
+
+// preloadEventsPerCall is how many events each preloaded call has: a realistic call's five.
+const preloadEventsPerCall = 5
+
+// preload stores events events, in calls of preloadEventsPerCall, for the organization the bench
+// measures, with COPY: the store a clinic group has after years, so that -preload shows what a
+// write costs once the indexes no longer fit in memory. The rows are shaped as the service
+// stores them (call ids from ingest.CallID, time-ordered event ids, bodies of the realistic
+// mix's size), under a provider of their own so that no measured call meets them. It returns
+// the calls and events stored.
+func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64, logf func(string, ...any)) (calls, stored int64, err error) {
+	calls = (events + preloadEventsPerCall - 1) / preloadEventsPerCall
+	if calls == 0 {
+		return 0, 0, nil
+	}
+	const provider = "preload"
+	start := time.Now()
+	base := start.Add(-365 * 24 * time.Hour).UTC()
+	at := func(i int64) time.Time { return base.Add(time.Duration(i) * 3 * time.Second) }
+	types := [preloadEventsPerCall]string{"call_received", "call_answered", "call_ended", "call_recorded", "call_transcribed"}
+	block := []byte(`{"direction":"inbound","from":{"number":"+442071234567","name":"Preloaded Caller"},"to":{"number":"+442071234500"}}`)
+
+	var i int64
+	n, err := pool.CopyFrom(ctx, pgx.Identifier{"calls"},
+		[]string{"org_id", "id", "provider", "provider_call_id", "direction", "state", "block", "block_sequence", "block_at",
+			"first_at", "last_at", "clients", "created_at", "updated_at"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			if i >= calls {
+				return nil, nil
+			}
+			pcid := "preload-" + strconv.FormatInt(i, 10)
+			t := at(i)
+			row := []any{orgID, ingest.CallID(orgID, provider, pcid), provider, pcid, "inbound", int16(3), block, int64(1), t,
+				t, t.Add(95 * time.Second), nil, t, t}
+			i++
+			return row, nil
+		}))
+	if err != nil {
+		return 0, 0, fmt.Errorf("preload calls: %w", err)
+	}
+	logf("preload: %d calls in %v", n, time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	var c, k int64
+	n, err = pool.CopyFrom(ctx, pgx.Identifier{"call_events"},
+		[]string{"org_id", "id", "call_id", "type", "dedupe_key", "sequence", "provider_event_id", "occurred_at", "order_at",
+			"received_at", "body"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			if c >= calls || c*preloadEventsPerCall+k >= events {
+				return nil, nil
+			}
+			pcid := "preload-" + strconv.FormatInt(c, 10)
+			t := at(c).Add(time.Duration(k) * 20 * time.Second)
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, err
+			}
+			typ := types[k]
+			body := fmt.Sprintf(`{"type":%q,"providerCallId":%q,"occurredAt":%q,"provider":"preload","sequence":%d,`+
+				`"call":{"direction":"inbound","from":{"number":"+442071234567","name":"Preloaded Caller"},"to":{"number":"+442071234500"}},`+
+				`"locations":["front-desk"],"providerEventId":"%s-%d","raw":{"note":"a preloaded event, about the size of a realistic one"}}`,
+				typ, pcid, t.Format(time.RFC3339), k+1, pcid, k)
+			row := []any{orgID, id.String(), ingest.CallID(orgID, provider, pcid), typ, typ + ":" + strconv.FormatInt(k+1, 10),
+				k + 1, pcid + "-" + strconv.FormatInt(k, 10), t, t, t, []byte(body)}
+			if k++; k == preloadEventsPerCall {
+				c, k = c+1, 0
+			}
+			return row, nil
+		}))
+	if err != nil {
+		return 0, 0, fmt.Errorf("preload events: %w", err)
+	}
+	logf("preload: %d events in %v", n, time.Since(start).Round(time.Millisecond))
+	return calls, n, nil
+}
