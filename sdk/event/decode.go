@@ -519,6 +519,37 @@ type node struct {
 	start, end int64
 }
 
+// keyIndex follows the keys of one object as they are read.
+type keyIndex struct {
+	index map[string]bool // every key kept, once the object has 8 (before, a scan is cheaper)
+	seen  map[string]bool // keys listed in dupKeys
+}
+
+// add keeps key's val in n, or, when n has key already, lists key once in n.dupKeys: the first
+// of duplicate keys wins.
+func (k *keyIndex) add(n *node, key string, val *node) {
+	if k.index == nil && len(n.fields) >= 8 {
+		k.index = make(map[string]bool, 2*len(n.fields))
+		for _, f := range n.fields {
+			k.index[f.key] = true
+		}
+	}
+	if (k.index != nil && k.index[key]) || (k.index == nil && n.get(key) != nil) {
+		if k.seen == nil {
+			k.seen = map[string]bool{}
+		}
+		if !k.seen[key] {
+			n.dupKeys = append(n.dupKeys, key)
+			k.seen[key] = true
+		}
+		return
+	}
+	n.fields = append(n.fields, field{key: key, val: val})
+	if k.index != nil {
+		k.index[key] = true
+	}
+}
+
 func (n *node) get(key string) *node {
 	for _, f := range n.fields {
 		if f.key == key {
@@ -603,7 +634,7 @@ func parseFrom(dec *json.Decoder, tok json.Token, depth int) (*node, error) {
 		switch v {
 		case '{':
 			n := &node{kind: kindObject, start: dec.InputOffset() - 1}
-			var index, seen map[string]bool
+			var keys keyIndex
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
@@ -617,26 +648,7 @@ func parseFrom(dec *json.Decoder, tok json.Token, depth int) (*node, error) {
 				if err != nil {
 					return nil, err
 				}
-				if index == nil && len(n.fields) >= 8 {
-					index = make(map[string]bool, 2*len(n.fields))
-					for _, f := range n.fields {
-						index[f.key] = true
-					}
-				}
-				if (index != nil && index[key]) || (index == nil && n.get(key) != nil) {
-					if seen == nil {
-						seen = map[string]bool{}
-					}
-					if !seen[key] {
-						n.dupKeys = append(n.dupKeys, key)
-						seen[key] = true
-					}
-					continue
-				}
-				n.fields = append(n.fields, field{key: key, val: val})
-				if index != nil {
-					index[key] = true
-				}
+				keys.add(n, key, val)
 			}
 			if _, err := dec.Token(); err != nil {
 				return nil, err

@@ -112,7 +112,8 @@ func (s *scanner) object(depth int) (*node, bool) {
 		n.end = int64(s.i)
 		return n, true
 	}
-	var index, seen map[string]bool
+	n.fields = make([]field, 0, 8) // an event's objects mostly hold up to 8 members
+	var keys keyIndex
 	for {
 		s.space()
 		if s.i >= len(s.text) || s.text[s.i] != '"' {
@@ -131,45 +132,34 @@ func (s *scanner) object(depth int) (*node, bool) {
 		if !ok {
 			return nil, false
 		}
-		// As parseTreeStd: the first of duplicate keys wins; the others are listed once.
-		if index == nil && len(n.fields) >= 8 {
-			index = make(map[string]bool, 2*len(n.fields))
-			for _, f := range n.fields {
-				index[f.key] = true
-			}
-		}
-		if (index != nil && index[key]) || (index == nil && n.get(key) != nil) {
-			if seen == nil {
-				seen = map[string]bool{}
-			}
-			if !seen[key] {
-				n.dupKeys = append(n.dupKeys, key)
-				seen[key] = true
-			}
-		} else {
-			if n.fields == nil {
-				n.fields = make([]field, 0, 8)
-			}
-			n.fields = append(n.fields, field{key: key, val: val})
-			if index != nil {
-				index[key] = true
-			}
-		}
-		s.space()
-		if s.i >= len(s.text) {
+		keys.add(n, key, val)
+		more, ok := s.next('}')
+		if !ok {
 			return nil, false
 		}
-		switch s.text[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
+		if !more {
 			n.end = int64(s.i)
 			return n, true
-		default:
-			return nil, false
 		}
 	}
+}
+
+// next reads what follows a member or an element: a comma (more is true) or close (the end of
+// the object or array). ok is false for anything else.
+func (s *scanner) next(close byte) (more, ok bool) {
+	s.space()
+	if s.i >= len(s.text) {
+		return false, false
+	}
+	switch s.text[s.i] {
+	case ',':
+		s.i++
+		return true, true
+	case close:
+		s.i++
+		return false, true
+	}
+	return false, false
 }
 
 func (s *scanner) array(depth int) (*node, bool) {
@@ -190,18 +180,12 @@ func (s *scanner) array(depth int) (*node, bool) {
 			return nil, false
 		}
 		n.items = append(n.items, it)
-		s.space()
-		if s.i >= len(s.text) {
+		more, ok := s.next(']')
+		if !ok {
 			return nil, false
 		}
-		switch s.text[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
+		if !more {
 			return n, true
-		default:
-			return nil, false
 		}
 	}
 }
