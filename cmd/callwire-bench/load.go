@@ -76,25 +76,15 @@ func runPhase(ctx context.Context, spec phaseSpec, mix callMix, do doer) (phaseR
 				if ctx.Err() != nil || !time.Now().Before(deadline) || started.Add(mix.calls) > spec.maxCalls {
 					return
 				}
-				reqs := mix.render(spec.label, w, n, time.Now(), spec.rawOrg)
-				for k, req := range reqs {
-					t0 := time.Now()
-					err := do(ctx, req)
-					d := time.Since(t0)
-					if err != nil {
-						mu.Lock()
-						if firstErr == nil {
-							firstErr = fmt.Errorf("%s: worker %d, unit %d, %s: %w", spec.label, w, n, mix.reqs[k].name, err)
-						}
-						mu.Unlock()
-						cancel()
-						return
+				if k, err := r.unit(ctx, mix, mix.render(spec.label, w, n, time.Now(), spec.rawOrg), do); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("%s: worker %d, unit %d, %s: %w", spec.label, w, n, mix.reqs[k].name, err)
 					}
-					r.Lat[k] = append(r.Lat[k], d)
-					r.Requests++
-					r.Events += mix.reqs[k].events
+					mu.Unlock()
+					cancel()
+					return
 				}
-				r.Calls += mix.calls
 			}
 		}()
 	}
@@ -107,14 +97,35 @@ func runPhase(ctx context.Context, spec phaseSpec, mix callMix, do doer) (phaseR
 		return total, fmt.Errorf("%s: %w", spec.label, err)
 	}
 	for _, r := range runs {
-		total.Calls += r.Calls
-		total.Requests += r.Requests
-		total.Events += r.Events
-		for k := range r.Lat {
-			total.Lat[k] = append(total.Lat[k], r.Lat[k]...)
-		}
+		total.add(r)
 	}
 	return total, nil
+}
+
+// unit sends one unit's requests in order, counting them into r. On an error it returns the
+// index of the request that failed.
+func (r *phaseRun) unit(ctx context.Context, mix callMix, reqs []request, do doer) (int, error) {
+	for k, req := range reqs {
+		t0 := time.Now()
+		if err := do(ctx, req); err != nil {
+			return k, err
+		}
+		r.Lat[k] = append(r.Lat[k], time.Since(t0))
+		r.Requests++
+		r.Events += mix.reqs[k].events
+	}
+	r.Calls += mix.calls
+	return 0, nil
+}
+
+// add counts o into r.
+func (r *phaseRun) add(o phaseRun) {
+	r.Calls += o.Calls
+	r.Requests += o.Requests
+	r.Events += o.Events
+	for k := range o.Lat {
+		r.Lat[k] = append(r.Lat[k], o.Lat[k]...)
+	}
 }
 
 // runOpenLoop runs the mix open loop: a call starts every 1/rate seconds for spec.duration,
@@ -138,28 +149,18 @@ func runOpenLoop(ctx context.Context, spec phaseSpec, mix callMix, do doer, rate
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reqs := mix.render(spec.label, 0, n, time.Now(), spec.rawOrg)
-			for k, req := range reqs {
-				t0 := time.Now()
-				err := do(ctx, req)
-				d := time.Since(t0)
-				mu.Lock()
-				if err != nil {
-					if firstErr == nil {
-						firstErr = fmt.Errorf("%s: call %d, %s: %w", spec.label, n, mix.reqs[k].name, err)
-					}
-					mu.Unlock()
-					cancel()
-					return
-				}
-				total.Lat[k] = append(total.Lat[k], d)
-				total.Requests++
-				total.Events += mix.reqs[k].events
-				mu.Unlock()
-			}
+			r := phaseRun{Lat: make([][]time.Duration, len(mix.reqs))}
+			k, err := r.unit(ctx, mix, mix.render(spec.label, 0, n, time.Now(), spec.rawOrg), do)
 			mu.Lock()
-			total.Calls += mix.calls
-			mu.Unlock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%s: call %d, %s: %w", spec.label, n, mix.reqs[k].name, err)
+				}
+				cancel()
+				return
+			}
+			total.add(r)
 		}()
 		select {
 		case <-tick.C:
