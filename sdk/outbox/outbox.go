@@ -33,6 +33,7 @@ import (
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
+	"github.com/callwire/callwire/internal/filelock"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -217,7 +218,10 @@ func Open(ctx context.Context, path string, o Options) (*Outbox, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("outbox: open %q: %w", path, err)
 	}
-	lock, err := lockFile(abs + ".lock")
+	lock, err := filelock.Lock(abs + ".lock")
+	if errors.Is(err, filelock.ErrHeld) {
+		return nil, fmt.Errorf("outbox: open %q: %w: another process has %s.lock", path, ErrInUse, abs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("outbox: open %q: %w", path, err)
 	}
