@@ -113,6 +113,12 @@ func TestConfigTyposAreRefused(t *testing.T) {
 				"translators[1].config.client_secret_file: empty-secret is empty",
 				"translators[2].config.hep_password_file: open no-such-file: no such file or directory",
 			}},
+		{name: "agent, two translators on one cursor", yaml: agentCore + "outbox:\n  path: outbox.db\n  dead_letter: dead.jsonl\ntranslators:\n" +
+			"  - name: main\n    builtin: ringcentral\n    config: {client_id: abc, client_secret: s, jwt: eyJ.x.y, default_country: US, cursor_file: rc.cursor}\n" +
+			"  - name: branch\n    builtin: ringcentral\n    config: {client_id: def, client_secret: s, jwt: eyJ.x.y, default_country: US, cursor_file: ./rc.cursor}\n",
+			args: []string{"agent"}, want: []string{
+				"translators[1].config.cursor_file: ./rc.cursor is already translators[0].config.cursor_file: each translator needs its own",
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCLI(t)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -26,6 +27,9 @@ type builtin struct {
 	// (the translator runs on this machine, as this user, with this environment), so that the
 	// agent refuses it at start rather than restarting the translator on it forever.
 	check func(json.RawMessage) error
+	// holds, when set, names the files a valid configuration block keeps for its translator
+	// alone, by their keys: two translators of one agent may not name the same file.
+	holds func(json.RawMessage) map[string]string
 }
 
 // builtins are the translators built into this binary, by the name an agent configuration gives
@@ -33,11 +37,18 @@ type builtin struct {
 func builtins() map[string]builtin {
 	return map[string]builtin{
 		asterisk.Name: {"Asterisk AMI: calls from the Asterisk Manager Interface; see docs/asterisk.md", func() plugins.Translator { return asterisk.New() },
-			checkWith(asterisk.ParseConfig, func(c asterisk.Config) error { _, err := c.ReadSecret(os.Getenv); return err })},
+			checkWith(asterisk.ParseConfig, func(c asterisk.Config) error { _, err := c.ReadSecret(os.Getenv); return err }), nil},
 		sip.Name: {"SIP observer: a record-routing proxy or a HEPv3 tap; see docs/sip-observer.md", func() plugins.Translator { return sip.New() },
-			checkWith(sip.ParseConfig, func(c sip.Config) error { _, err := c.ReadHEPPassword(); return err })},
+			checkWith(sip.ParseConfig, func(c sip.Config) error { _, err := c.ReadHEPPassword(); return err }), nil},
 		ringcentral.Name: {"RingCentral: live telephony-session notifications and the call log; see docs/ringcentral.md", func() plugins.Translator { return ringcentral.New() },
-			checkWith(ringcentral.ParseConfig, func(c ringcentral.Config) error { _, err := c.LoadSecrets(); return err })},
+			checkWith(ringcentral.ParseConfig, func(c ringcentral.Config) error { _, err := c.LoadSecrets(); return err }),
+			func(raw json.RawMessage) map[string]string {
+				c, err := ringcentral.ParseConfig(raw)
+				if err != nil {
+					return nil
+				}
+				return map[string]string{"cursor_file": c.CursorFile}
+			}},
 	}
 }
 
@@ -80,11 +91,13 @@ func newTranslator() *cobra.Command {
 	}
 }
 
-// checkBuiltins reports every translator of c whose builtin this binary does not have, and every
-// problem with the configuration block of those it has.
+// checkBuiltins reports every translator of c whose builtin this binary does not have, every
+// problem with the configuration block of those it has, and every file that two of them would
+// each keep for their own.
 func checkBuiltins(c agent.Config) error {
 	all := builtins()
 	var errs []error
+	held := map[string]string{} // absolute path → the key that first named it
 	for i, t := range c.Translators {
 		if t.Builtin == "" {
 			continue
@@ -104,6 +117,24 @@ func checkBuiltins(c agent.Config) error {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				errs = append(errs, fmt.Errorf("translators[%d].config.%s", i, line))
 			}
+			continue
+		}
+		if b.holds == nil {
+			continue
+		}
+		files := b.holds(raw)
+		for _, key := range slices.Sorted(maps.Keys(files)) {
+			name := fmt.Sprintf("translators[%d].config.%s", i, key)
+			abs, err := filepath.Abs(files[key])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				continue
+			}
+			if first, ok := held[abs]; ok {
+				errs = append(errs, fmt.Errorf("%s: %s is already %s: each translator needs its own", name, files[key], first))
+				continue
+			}
+			held[abs] = name
 		}
 	}
 	if len(errs) > 0 {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/filelock"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -315,4 +317,28 @@ func TestPollConcurrent(t *testing.T) {
 			t.Errorf("cursor %s, want %s", got, t0.Add(3*time.Minute))
 		}
 	})
+}
+
+// TestOneTranslatorPerCursor: a second translator given a cursor_file that a running one holds
+// refuses to start, naming the file, instead of polling beside it and setting the cursor back;
+// once the first has stopped, the file is free again.
+func TestOneTranslatorPerCursor(t *testing.T) {
+	f := newFakeRC(t)
+	cfg := config(f, t.TempDir(), false)
+	stop := run(t, cfg, &recorder{})
+	waitUntil(t, "the first translator to poll the call log", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.logCalls > 0
+	})
+	err := (&Translator{Logger: quiet()}).Run(t.Context(), cfg, &recorder{})
+	if !errors.Is(err, filelock.ErrHeld) || !strings.Contains(err.Error(), "cursor.json is in use by another translator") {
+		t.Fatalf("second translator on the same cursor_file: %v, want it refused", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("first translator: %v", err)
+	}
+	if err := run(t, cfg, &recorder{})(); err != nil {
+		t.Fatalf("a translator started after the first stopped: %v", err)
+	}
 }

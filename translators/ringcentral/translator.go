@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/callwire/callwire/internal/filelock"
 	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/translators/numbering"
@@ -54,6 +55,16 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	if err != nil {
 		return fmt.Errorf("ringcentral: invalid configuration: %w", err)
 	}
+	// One translator per cursor: two polls saving one file could set it back, and the
+	// configuration check only sees one agent's translators.
+	lock, err := filelock.Lock(cfg.CursorFile + ".lock")
+	if errors.Is(err, filelock.ErrHeld) {
+		return fmt.Errorf("ringcentral: cursor_file %s is in use by another translator (%w); give each its own", cfg.CursorFile, err)
+	}
+	if err != nil {
+		return fmt.Errorf("ringcentral: cursor_file: %w", err)
+	}
+	defer lock.Close()
 	hc := t.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
