@@ -200,6 +200,7 @@ func serveProfiled(ctx context.Context, args []string) error {
 	for _, v := range unknown {
 		v.Warn(log)
 	}
+	server.ApplyMemoryLimit(c.Server, os.Getenv)
 	st, err := server.OpenStore(ctx, c.Database)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -89,6 +91,7 @@ func newServe() *cobra.Command {
 				return err
 			}
 			fiberlog.SetLogger(fiberLog)
+			limit := server.ApplyMemoryLimit(c.Server, os.Getenv)
 			ctx := cmd.Context()
 			st, err := server.OpenStore(ctx, c.Database)
 			if err != nil {
@@ -106,7 +109,7 @@ func newServe() *cobra.Command {
 				storeName = "postgres"
 			}
 			return srv.Run(ctx, c.Server.Listen, func(a net.Addr) {
-				log.Info("callwire listening", "addr", a.String(), "store", storeName, "version", version)
+				log.Info("callwire listening", "addr", a.String(), "store", storeName, "version", version, "memory_limit", memoryLimitText(limit))
 			})
 		},
 	}
@@ -628,4 +631,12 @@ func exactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// memoryLimitText is a soft memory limit as the start-up log shows it.
+func memoryLimitText(limit int64) string {
+	if limit == math.MaxInt64 {
+		return "none"
+	}
+	return strconv.FormatInt(limit>>20, 10) + " MiB"
 }

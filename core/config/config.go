@@ -91,6 +91,11 @@ type Server struct {
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 	// RetryAfter is the pause a 503 asks reporters to take, rounded up to whole seconds.
 	RetryAfter time.Duration `koanf:"retry_after"`
+	// MemoryLimit is the soft limit, in bytes, on the memory the server's runtime manages (its
+	// heap, stacks and buffers; not the program's own pages): near it, garbage is collected
+	// sooner and freed memory is returned to the system. 0 means no limit. The GOMEMLIMIT
+	// variable, when set, takes precedence. Default 32 MiB.
+	MemoryLimit int64 `koanf:"memory_limit"`
 }
 
 // Database chooses and tunes the store.
@@ -124,6 +129,10 @@ type Log struct {
 	Format string `koanf:"format"`
 }
 
+// MinMemoryLimit is the smallest server.memory_limit accepted other than 0: below it the
+// collector would run almost without pause.
+const MinMemoryLimit = 8 << 20
+
 // Defaults returns the configuration used when nothing is set.
 func Defaults() Config {
 	return Config{
@@ -135,6 +144,7 @@ func Defaults() Config {
 			IdleTimeout:     2 * time.Minute,
 			ShutdownTimeout: 15 * time.Second,
 			RetryAfter:      2 * time.Second,
+			MemoryLimit:     32 << 20,
 		},
 		Database: Database{
 			Path:           "data/callwire.db",
@@ -233,6 +243,9 @@ func (c Config) problems() []error {
 	}
 	if c.Server.BodyLimit < 4096 {
 		bad("server.body_limit", "must be at least 4096 bytes, got %d", c.Server.BodyLimit)
+	}
+	if l := c.Server.MemoryLimit; l != 0 && l < MinMemoryLimit {
+		bad("server.memory_limit", "must be 0 (no limit) or at least %d bytes (8 MiB), got %d", MinMemoryLimit, l)
 	}
 	positive := map[string]time.Duration{
 		"server.read_timeout": c.Server.ReadTimeout, "server.write_timeout": c.Server.WriteTimeout,

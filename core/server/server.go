@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -326,4 +327,15 @@ func (s *Server) Run(ctx context.Context, addr string, ready func(net.Addr)) err
 // production). The agent's logger is built alike (internal/logging).
 func NewLogger(c config.Log, w *os.File) *slog.Logger {
 	return logging.New(w, c.Level, c.Format)
+}
+
+// ApplyMemoryLimit sets the process's soft memory limit to c.MemoryLimit, unless it is 0 or the
+// GOMEMLIMIT variable (read through getenv) is set, which the runtime has applied already. It
+// returns the limit in force afterwards (math.MaxInt64 for none). It changes the whole process:
+// only a program's main calls it, before serving.
+func ApplyMemoryLimit(c config.Server, getenv func(string) string) int64 {
+	if c.MemoryLimit > 0 && getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(c.MemoryLimit)
+	}
+	return debug.SetMemoryLimit(-1)
 }
