@@ -353,10 +353,20 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 		return nil, fmt.Errorf("postgres: ringing: %w", err)
 	}
 	defer conn.Release()
-	// One equality lookup per ref, all in one batch: each is two unique-index probes, a plan the
-	// planner picks with or without table statistics (a join over an unnest of the refs does not:
-	// on a never-analyzed table it can scan every call of the organization). A check guards the
-	// first lookup (checkedRingingSQL), or stands alone when there is none.
+	if len(refs) > 1 {
+		if err := ringingMany(ctx, conn, orgID, refs, check, out); err != nil {
+			if pgCode(err) == codeKeyRejected {
+				return nil, fmt.Errorf("postgres: ringing: %w", store.ErrKeyRejected)
+			}
+			return nil, fmt.Errorf("postgres: ringing: %w", classify(ctx, conn, err))
+		}
+		return out, nil
+	}
+	// One ref (or only a check): an equality lookup, two unique-index probes, a plan the planner
+	// picks with or without table statistics (so does ringingManySQL's lateral lookup; a plain
+	// join over an unnest of the refs does not: on a never-analyzed table it can scan every call
+	// of the organization). A check guards the lookup (checkedRingingSQL), or stands alone when
+	// there is none.
 	b := &pgx.Batch{}
 	if len(refs) == 0 {
 		queueCheck(b, check)
@@ -402,6 +412,62 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 		return nil, fmt.Errorf("postgres: ringing: %w", classify(ctx, conn, err))
 	}
 	return out, nil
+}
+
+// ringingManySQL is ringingSQL for several refs in one statement: a row (ordinal, known, state)
+// per ref whose call is on file, the ordinal counting refs from 1. The lookups are a lateral
+// subquery kept apart from the unnest (OFFSET 0), so each is the two unique-index probes of
+// ringingSQL whatever the planner knows of the tables. checkedRingingManySQL adds the key check
+// ($5 client ID, $6 secret hash, $7 time) as a first row of ordinal 0, run before the lookups.
+const ringingManySQL = `
+SELECT u.i, r.known, r.state
+FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u (provider, provider_call_id, dedupe_key, i)
+CROSS JOIN LATERAL (
+	SELECT EXISTS (
+			SELECT 1 FROM call_events e WHERE e.org_id = c.org_id AND e.call_id = c.id AND e.dedupe_key = u.dedupe_key),
+		c.state
+	FROM calls c WHERE c.org_id = $1 AND c.provider = u.provider AND c.provider_call_id = u.provider_call_id
+	OFFSET 0) AS r (known, state)`
+
+const checkedRingingManySQL = `
+SELECT 0::bigint, callwire_check_key($5, $6, $7), NULL::smallint
+UNION ALL` + ringingManySQL
+
+// ringingMany fills out (one entry per ref, zero when the call is not on file) in one statement.
+func ringingMany(ctx context.Context, conn *pgxpool.Conn, orgID string, refs []store.EventRef, check *store.KeyCheck, out []store.Ringing) error {
+	providers, pcids, keys := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		providers[i], pcids[i], keys[i] = r.Provider, r.ProviderCallID, r.DedupeKey
+	}
+	sql, args := ringingManySQL, []any{orgID, providers, pcids, keys}
+	if check != nil {
+		sql, args = checkedRingingManySQL, append(args, check.ClientID, check.SecretHash, check.At)
+	}
+	rows, _ := conn.Query(ctx, sql, args...)
+	var (
+		i       int64
+		known   bool
+		state   *int16
+		checked bool
+	)
+	_, err := pgx.ForEachRow(rows, []any{&i, &known, &state}, func() error {
+		switch {
+		case i == 0 && check != nil:
+			if !known {
+				return keyCheckFalse()
+			}
+			checked = true
+		case i < 1 || i > int64(len(refs)) || state == nil:
+			return fmt.Errorf("ringing returned ref %d of %d", i, len(refs))
+		default:
+			out[i-1] = store.Ringing{Known: known, State: store.State(*state)}
+		}
+		return nil
+	})
+	if err == nil && check != nil && !checked {
+		err = keyCheckFalse()
+	}
+	return err
 }
 
 // ringingSQL reads whether the event with dedupe key $4 of the call ($1, $2, $3) is on file and

@@ -50,9 +50,16 @@ func keyCheckTests() []contractTest {
 			t.Errorf("%s: the call on file changed under a rejected key: state %v, %d events", what, c.State, len(evs))
 		}
 
-		refs := []store.EventRef{{Provider: "sip", ProviderCallID: "x", DedupeKey: "call_received:0"}}
-		if _, err := s.KnownEvents(t.Context(), su.org, refs, check); !errors.Is(err, store.ErrKeyRejected) {
-			t.Errorf("%s: KnownEvents err = %v, want ErrKeyRejected", what, err)
+		// One ref, and several (a batch of rings), one of them on file.
+		refs := []store.EventRef{{Provider: "sip", ProviderCallID: "x", DedupeKey: "call_received:0"},
+			{Provider: "sip", ProviderCallID: existing, DedupeKey: "call_received:0"}}
+		for _, refs := range [][]store.EventRef{refs[:1], refs} {
+			if _, err := s.KnownEvents(t.Context(), su.org, refs, check); !errors.Is(err, store.ErrKeyRejected) {
+				t.Errorf("%s: KnownEvents of %d refs err = %v, want ErrKeyRejected", what, len(refs), err)
+			}
+			if _, err := s.Ringing(t.Context(), su.org, refs, check); !errors.Is(err, store.ErrKeyRejected) {
+				t.Errorf("%s: Ringing of %d refs err = %v, want ErrKeyRejected", what, len(refs), err)
+			}
 		}
 	}
 	return []contractTest{
