@@ -2,6 +2,7 @@ package event
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,7 @@ func BenchmarkParseBody(b *testing.B) {
 	}{
 		{"single", []byte(benchEvent(1)), 1},
 		{"batch3", []byte(tail), 3},
+		{"batch50", []byte(bulk()), 50},
 	} {
 		if _, _, err := ParseBody(bc.body); err != nil {
 			b.Fatalf("%s: %v", bc.name, err)
@@ -44,4 +46,17 @@ func BenchmarkParseBody(b *testing.B) {
 			}
 		})
 	}
+}
+
+// bulk is a batch of 50 events, five of each of ten calls, as a system reporting after the fact
+// sends them: each a benchEvent under its own call and sequence.
+func bulk() string {
+	events := make([]string, 0, 50)
+	for c := range 10 {
+		for seq := 1; seq <= 5; seq++ {
+			e := strings.Replace(benchEvent(seq), "a84b4c76e66710@", "a84b4c76e66710-"+strconv.Itoa(c)+"@", 1)
+			events = append(events, e)
+		}
+	}
+	return batch(events...)
 }

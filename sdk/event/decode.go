@@ -153,7 +153,7 @@ func (d *decoder) str(n *node, path string) string {
 	case kindNull:
 		return ""
 	case kindString:
-		return n.str
+		return n.text()
 	}
 	d.typeProblem(path, "must be a string"+nullNote(n))
 	return ""
@@ -371,7 +371,7 @@ func (d *decoder) strings(n *node, path string) []string {
 				out = append(out, "")
 				continue
 			}
-			out = append(out, it.str)
+			out = append(out, it.text())
 		}
 		return out
 	}
@@ -509,9 +509,12 @@ type field struct {
 }
 
 type node struct {
-	kind    kind
-	b       bool
-	str     string // string value, or number text
+	kind kind
+	b    bool
+	str  string // string value (see esc), or number text
+	// esc is true for a string with escapes that scanTree read but did not unescape: str is then
+	// its JSON text after the opening quote, closing quote included. text gives the value.
+	esc     bool
 	fields  []field
 	dupKeys []string
 	items   []*node
@@ -521,33 +524,60 @@ type node struct {
 
 // keyIndex follows the keys of one object as they are read.
 type keyIndex struct {
-	index map[string]bool // every key kept, once the object has 8 (before, a scan is cheaper)
-	seen  map[string]bool // keys listed in dupKeys
+	index map[string]bool // every key kept, once the object has indexFrom (before, a scan is cheaper)
+	seen  map[string]bool // keys listed in dups
 }
 
-// add keeps key's val in n, or, when n has key already, lists key once in n.dupKeys: the first
-// of duplicate keys wins.
-func (k *keyIndex) add(n *node, key string, val *node) {
-	if k.index == nil && len(n.fields) >= 8 {
-		k.index = make(map[string]bool, 2*len(n.fields))
-		for _, f := range n.fields {
+// indexFrom is how many members an object keeps before keyIndex looks keys up in a map rather
+// than by scanning them: an event has a dozen or so, and an object of thousands of keys must not
+// cost a scan each.
+const indexFrom = 32
+
+// keep reports whether key, about to be read into an object whose members so far are fields, is
+// new: the first of duplicate keys wins. A key seen again is listed once in *dups. The caller
+// appends the kept member to the object's fields.
+func (k *keyIndex) keep(fields []field, dups *[]string, key string) bool {
+	if k.index == nil && len(fields) >= indexFrom {
+		k.index = make(map[string]bool, 2*len(fields))
+		for _, f := range fields {
 			k.index[f.key] = true
 		}
 	}
-	if (k.index != nil && k.index[key]) || (k.index == nil && n.get(key) != nil) {
+	dup := false
+	if k.index != nil {
+		dup = k.index[key]
+	} else {
+		for _, f := range fields {
+			if f.key == key {
+				dup = true
+				break
+			}
+		}
+	}
+	if dup {
 		if k.seen == nil {
 			k.seen = map[string]bool{}
 		}
 		if !k.seen[key] {
-			n.dupKeys = append(n.dupKeys, key)
+			*dups = append(*dups, key)
 			k.seen[key] = true
 		}
-		return
+		return false
 	}
-	n.fields = append(n.fields, field{key: key, val: val})
 	if k.index != nil {
 		k.index[key] = true
 	}
+	return true
+}
+
+// text returns a string node's value.
+func (n *node) text() string {
+	if !n.esc {
+		return n.str
+	}
+	s := scanner{text: n.str}
+	v, _ := s.escaped(0, strings.IndexByte(n.str, '\\'), true) // scanTree checked it
+	return v
 }
 
 func (n *node) get(key string) *node {
@@ -648,7 +678,9 @@ func parseFrom(dec *json.Decoder, tok json.Token, depth int) (*node, error) {
 				if err != nil {
 					return nil, err
 				}
-				keys.add(n, key, val)
+				if keys.keep(n.fields, &n.dupKeys, key) {
+					n.fields = append(n.fields, field{key: key, val: val})
+				}
 			}
 			if _, err := dec.Token(); err != nil {
 				return nil, err

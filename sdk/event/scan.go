@@ -19,6 +19,15 @@ type scanner struct {
 	text string
 	i    int
 	slab []node
+	// The members of the objects and the elements of the arrays being read are gathered on a
+	// stack (a nested value's are popped before its parent's next); each object's or array's
+	// are then copied, at their exact length, into a slab that later ones share.
+	fstack []field
+	fslab  []field
+	istack []*node
+	islab  []*node
+	// scratch is where escaped strings are unescaped, reused from one to the next.
+	scratch []byte
 }
 
 // scanTree returns the tree of data, or ok false when data is not one valid JSON value with
@@ -40,6 +49,26 @@ func (s *scanner) alloc() *node {
 	}
 	s.slab = s.slab[:len(s.slab)+1]
 	return &s.slab[len(s.slab)-1]
+}
+
+// keepFields returns a copy of fs, carved from the current field slab.
+func (s *scanner) keepFields(fs []field) []field {
+	if cap(s.fslab)-len(s.fslab) < len(fs) {
+		s.fslab = make([]field, 0, max(64, len(fs)))
+	}
+	at := len(s.fslab)
+	s.fslab = append(s.fslab, fs...)
+	return s.fslab[at:len(s.fslab):len(s.fslab)]
+}
+
+// keepItems returns a copy of items, carved from the current item slab.
+func (s *scanner) keepItems(items []*node) []*node {
+	if cap(s.islab)-len(s.islab) < len(items) {
+		s.islab = make([]*node, 0, max(64, len(items)))
+	}
+	at := len(s.islab)
+	s.islab = append(s.islab, items...)
+	return s.islab[at:len(s.islab):len(s.islab)]
 }
 
 func (s *scanner) space() {
@@ -64,12 +93,12 @@ func (s *scanner) value(depth int) (*node, bool) {
 	case c == '[':
 		return s.array(depth + 1)
 	case c == '"':
-		str, ok := s.str()
+		str, esc, ok := s.strValue()
 		if !ok {
 			return nil, false
 		}
 		n := s.alloc()
-		n.kind, n.str = kindString, str
+		n.kind, n.str, n.esc = kindString, str, esc
 		return n, true
 	case c == '-' || (c >= '0' && c <= '9'):
 		start := s.i
@@ -112,7 +141,8 @@ func (s *scanner) object(depth int) (*node, bool) {
 		n.end = int64(s.i)
 		return n, true
 	}
-	n.fields = make([]field, 0, 8) // an event's objects mostly hold up to 8 members
+	mark := len(s.fstack)
+	defer func() { s.fstack = s.fstack[:mark] }()
 	var keys keyIndex
 	for {
 		s.space()
@@ -132,13 +162,16 @@ func (s *scanner) object(depth int) (*node, bool) {
 		if !ok {
 			return nil, false
 		}
-		keys.add(n, key, val)
+		if keys.keep(s.fstack[mark:], &n.dupKeys, key) {
+			s.fstack = append(s.fstack, field{key: key, val: val})
+		}
 		more, ok := s.next('}')
 		if !ok {
 			return nil, false
 		}
 		if !more {
 			n.end = int64(s.i)
+			n.fields = s.keepFields(s.fstack[mark:])
 			return n, true
 		}
 	}
@@ -174,17 +207,20 @@ func (s *scanner) array(depth int) (*node, bool) {
 		s.i++
 		return n, true
 	}
+	mark := len(s.istack)
+	defer func() { s.istack = s.istack[:mark] }()
 	for {
 		it, ok := s.value(depth)
 		if !ok {
 			return nil, false
 		}
-		n.items = append(n.items, it)
+		s.istack = append(s.istack, it)
 		more, ok := s.next(']')
 		if !ok {
 			return nil, false
 		}
 		if !more {
+			n.items = s.keepItems(s.istack[mark:])
 			return n, true
 		}
 	}
@@ -246,7 +282,7 @@ func (s *scanner) str() (string, bool) {
 			s.i = i + 1
 			return t[start:i], true
 		case c == '\\':
-			return s.escaped(start, i)
+			return s.escaped(start, i, true)
 		case c < ' ':
 			return "", false
 		}
@@ -255,24 +291,56 @@ func (s *scanner) str() (string, bool) {
 	return "", false
 }
 
-// escaped finishes a string that has an escape at esc, building its value.
-func (s *scanner) escaped(start, esc int) (string, bool) {
+// strValue reads a string value at s.i (its opening quote). One without escapes is returned as
+// str returns it. One with escapes is checked, not unescaped: str is its text after the opening
+// quote, closing quote included, and esc is true (see node.text). Most such strings are in a
+// report's raw, which is kept as bytes and whose values are never read.
+func (s *scanner) strValue() (str string, esc, ok bool) {
 	t := s.text
-	b := make([]byte, 0, esc-start+16)
-	b = append(b, t[start:esc]...)
-	i := esc
-	for i < len(t) {
-		c := t[i]
-		switch {
+	start := s.i + 1
+	for i := start; i < len(t); i++ {
+		switch c := t[i]; {
 		case c == '"':
 			s.i = i + 1
+			return t[start:i], false, true
+		case c == '\\':
+			if _, ok := s.escaped(start, i, false); !ok {
+				return "", false, false
+			}
+			return t[start:s.i], true, true
+		case c < ' ':
+			return "", false, false
+		}
+	}
+	return "", false, false
+}
+
+// escaped finishes a string that has an escape at esc, unescaping it into s.scratch. It returns
+// the string's value when value is true, "" otherwise.
+func (s *scanner) escaped(start, esc int, value bool) (string, bool) {
+	t := s.text
+	b := append(s.scratch[:0], t[start:esc]...)
+	defer func() { s.scratch = b[:0] }()
+	i := esc
+	for i < len(t) {
+		// A run of plain bytes, appended at once.
+		j := i
+		for j < len(t) && t[j] != '"' && t[j] != '\\' && t[j] >= ' ' {
+			j++
+		}
+		b = append(b, t[i:j]...)
+		if i = j; i >= len(t) {
+			break
+		}
+		switch c := t[i]; {
+		case c == '"':
+			s.i = i + 1
+			if !value {
+				return "", true
+			}
 			return string(b), true
 		case c < ' ':
 			return "", false
-		case c != '\\':
-			b = append(b, c)
-			i++
-			continue
 		}
 		if i+1 >= len(t) {
 			return "", false

@@ -16,7 +16,7 @@ func sameTree(a, b *node, path string) string {
 			return path + ": one is nil"
 		}
 		return ""
-	case a.kind != b.kind || a.b != b.b || a.str != b.str || a.start != b.start || a.end != b.end:
+	case a.kind != b.kind || a.b != b.b || a.text() != b.text() || a.start != b.start || a.end != b.end:
 		return fmt.Sprintf("%s: %+v and %+v", path, *a, *b)
 	case len(a.fields) != len(b.fields) || len(a.items) != len(b.items) || strings.Join(a.dupKeys, ",") != strings.Join(b.dupKeys, ","):
 		return path + ": shapes differ"

@@ -85,7 +85,58 @@ func join(prefix, name string) string {
 	if prefix == "" {
 		return name
 	}
+	if p := callPath(prefix, name); p != "" {
+		return p
+	}
 	return prefix + "." + name
+}
+
+// callPath returns the path prefix.name for the members of an event's call block and of its
+// parties, or "" for any other: a decoder builds these for every event, and as constants they
+// cost nothing.
+func callPath(prefix, name string) string {
+	switch prefix {
+	case "call":
+		switch name {
+		case "direction":
+			return "call.direction"
+		case "from":
+			return "call.from"
+		case "to":
+			return "call.to"
+		case "trunk":
+			return "call.trunk"
+		case "diversion":
+			return "call.diversion"
+		}
+	case "call.from":
+		switch name {
+		case "kind":
+			return "call.from.kind"
+		case "number":
+			return "call.from.number"
+		case "name":
+			return "call.from.name"
+		case "extension":
+			return "call.from.extension"
+		case "uri":
+			return "call.from.uri"
+		}
+	case "call.to":
+		switch name {
+		case "kind":
+			return "call.to.kind"
+		case "number":
+			return "call.to.number"
+		case "name":
+			return "call.to.name"
+		case "extension":
+			return "call.to.extension"
+		case "uri":
+			return "call.to.uri"
+		}
+	}
+	return ""
 }
 
 // Validate reports every problem with the event that the ingest endpoint would refuse, as a
