@@ -51,24 +51,15 @@ func (s *scanner) alloc() *node {
 	return &s.slab[len(s.slab)-1]
 }
 
-// keepFields returns a copy of fs, carved from the current field slab.
-func (s *scanner) keepFields(fs []field) []field {
-	if cap(s.fslab)-len(s.fslab) < len(fs) {
-		s.fslab = make([]field, 0, max(64, len(fs)))
+// keep returns a copy of xs carved from *slab, which it replaces with a new slab when the
+// current one has no room left.
+func keep[T any](slab *[]T, xs []T) []T {
+	if cap(*slab)-len(*slab) < len(xs) {
+		*slab = make([]T, 0, max(64, len(xs)))
 	}
-	at := len(s.fslab)
-	s.fslab = append(s.fslab, fs...)
-	return s.fslab[at:len(s.fslab):len(s.fslab)]
-}
-
-// keepItems returns a copy of items, carved from the current item slab.
-func (s *scanner) keepItems(items []*node) []*node {
-	if cap(s.islab)-len(s.islab) < len(items) {
-		s.islab = make([]*node, 0, max(64, len(items)))
-	}
-	at := len(s.islab)
-	s.islab = append(s.islab, items...)
-	return s.islab[at:len(s.islab):len(s.islab)]
+	at := len(*slab)
+	*slab = append(*slab, xs...)
+	return (*slab)[at:len(*slab):len(*slab)]
 }
 
 func (s *scanner) space() {
@@ -171,7 +162,7 @@ func (s *scanner) object(depth int) (*node, bool) {
 		}
 		if !more {
 			n.end = int64(s.i)
-			n.fields = s.keepFields(s.fstack[mark:])
+			n.fields = keep(&s.fslab, s.fstack[mark:])
 			return n, true
 		}
 	}
@@ -220,7 +211,7 @@ func (s *scanner) array(depth int) (*node, bool) {
 			return nil, false
 		}
 		if !more {
-			n.items = s.keepItems(s.istack[mark:])
+			n.items = keep(&s.islab, s.istack[mark:])
 			return n, true
 		}
 	}
@@ -236,19 +227,12 @@ func (s *scanner) number() bool {
 	case i < len(t) && t[i] == '0':
 		i++
 	case i < len(t) && t[i] >= '1' && t[i] <= '9':
-		for i < len(t) && t[i] >= '0' && t[i] <= '9' {
-			i++
-		}
+		i = digits(t, i)
 	default:
 		return false
 	}
 	if i < len(t) && t[i] == '.' {
-		i++
-		d := i
-		for i < len(t) && t[i] >= '0' && t[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i = digits(t, i+1); i < 0 {
 			return false
 		}
 	}
@@ -257,11 +241,7 @@ func (s *scanner) number() bool {
 		if i < len(t) && (t[i] == '+' || t[i] == '-') {
 			i++
 		}
-		d := i
-		for i < len(t) && t[i] >= '0' && t[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i = digits(t, i); i < 0 {
 			return false
 		}
 	}
@@ -289,6 +269,19 @@ func (s *scanner) str() (string, bool) {
 		i++
 	}
 	return "", false
+}
+
+// digits returns the end of the run of one or more decimal digits at t[i:], or -1 when there is
+// none.
+func digits(t string, i int) int {
+	d := i
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == d {
+		return -1
+	}
+	return i
 }
 
 // strValue reads a string value at s.i (its opening quote). One without escapes is returned as
