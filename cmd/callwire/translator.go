@@ -25,11 +25,10 @@ type builtin struct {
 	new   func() plugins.Translator
 	// check reports every problem with a configuration block, and reads the secrets it names
 	// (the translator runs on this machine, as this user, with this environment), so that the
-	// agent refuses it at start rather than restarting the translator on it forever.
-	check func(json.RawMessage) error
-	// holds, when set, names the files a valid configuration block keeps for its translator
-	// alone, by their keys: two translators of one agent may not name the same file.
-	holds func(json.RawMessage) map[string]string
+	// agent refuses it at start rather than restarting the translator on it forever. For a valid
+	// block it returns the files the block keeps for its translator alone, by their keys: two
+	// translators of one agent may not name the same file.
+	check func(json.RawMessage) (held map[string]string, err error)
 }
 
 // builtins are the translators built into this binary, by the name an agent configuration gives
@@ -37,30 +36,31 @@ type builtin struct {
 func builtins() map[string]builtin {
 	return map[string]builtin{
 		asterisk.Name: {"Asterisk AMI: calls from the Asterisk Manager Interface; see docs/asterisk.md", func() plugins.Translator { return asterisk.New() },
-			checkWith(asterisk.ParseConfig, func(c asterisk.Config) error { _, err := c.ReadSecret(os.Getenv); return err }), nil},
+			checkWith(asterisk.ParseConfig, func(c asterisk.Config) error { _, err := c.ReadSecret(os.Getenv); return err }, nil)},
 		sip.Name: {"SIP observer: a record-routing proxy or a HEPv3 tap; see docs/sip-observer.md", func() plugins.Translator { return sip.New() },
-			checkWith(sip.ParseConfig, func(c sip.Config) error { _, err := c.ReadHEPPassword(); return err }), nil},
+			checkWith(sip.ParseConfig, func(c sip.Config) error { _, err := c.ReadHEPPassword(); return err }, nil)},
 		ringcentral.Name: {"RingCentral: live telephony-session notifications and the call log; see docs/ringcentral.md", func() plugins.Translator { return ringcentral.New() },
-			checkWith(ringcentral.ParseConfig, func(c ringcentral.Config) error { _, err := c.LoadSecrets(); return err }),
-			func(raw json.RawMessage) map[string]string {
-				c, err := ringcentral.ParseConfig(raw)
-				if err != nil {
-					return nil
-				}
-				return map[string]string{"cursor_file": c.CursorFile}
-			}},
+			checkWith(ringcentral.ParseConfig, func(c ringcentral.Config) error { _, err := c.LoadSecrets(); return err },
+				func(c ringcentral.Config) map[string]string { return map[string]string{"cursor_file": c.CursorFile} })},
 	}
 }
 
 // checkWith is a builtin's check: parse reports every problem with the block; when there is
-// none, secrets reads the secrets the block names.
-func checkWith[C any](parse func(json.RawMessage) (C, error), secrets func(C) error) func(json.RawMessage) error {
-	return func(raw json.RawMessage) error {
+// none, secrets reads the secrets the block names, and holds (when not nil) names the files it
+// keeps for itself.
+func checkWith[C any](parse func(json.RawMessage) (C, error), secrets func(C) error, holds func(C) map[string]string) func(json.RawMessage) (map[string]string, error) {
+	return func(raw json.RawMessage) (map[string]string, error) {
 		c, err := parse(raw)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return secrets(c)
+		if err := secrets(c); err != nil {
+			return nil, err
+		}
+		if holds == nil {
+			return nil, nil
+		}
+		return holds(c), nil
 	}
 }
 
@@ -113,16 +113,13 @@ func checkBuiltins(c agent.Config) error {
 			errs = append(errs, fmt.Errorf("translators[%d].config: %w", i, err))
 			continue
 		}
-		if err := b.check(raw); err != nil {
+		files, err := b.check(raw)
+		if err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				errs = append(errs, fmt.Errorf("translators[%d].config.%s", i, line))
 			}
 			continue
 		}
-		if b.holds == nil {
-			continue
-		}
-		files := b.holds(raw)
 		for _, key := range slices.Sorted(maps.Keys(files)) {
 			name := fmt.Sprintf("translators[%d].config.%s", i, key)
 			abs, err := filepath.Abs(files[key])
