@@ -319,8 +319,9 @@ func readWrite(br pgx.BatchResults, w store.Write, order []int, results []store.
 // whitespace around the value.)
 func rawJSON(v *json.RawMessage) *[]byte { return (*[]byte)(v) }
 
-// nullJSON returns nil (SQL NULL) for an empty JSON value, v otherwise.
-func nullJSON(v json.RawMessage) any {
+// nullJSON returns nil, which pgx sends as SQL NULL (alone or in an array), for an empty JSON
+// value, v otherwise.
+func nullJSON(v json.RawMessage) json.RawMessage {
 	if len(v) == 0 {
 		return nil
 	}

@@ -84,7 +84,7 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		c := &w.Calls[i]
 		ids, providers, pcids, directions = append(ids, c.ID), append(providers, c.Provider), append(pcids, c.ProviderCallID), append(directions, c.Direction)
 		states = append(states, int16(c.State))
-		blocks, clients = append(blocks, emptyAsNull(c.Block)), append(clients, emptyAsNull(c.Clients))
+		blocks, clients = append(blocks, nullJSON(c.Block)), append(clients, nullJSON(c.Clients))
 		blockSeqs = append(blockSeqs, c.BlockSequence)
 		blockAts, firstAts, lastAts = append(blockAts, c.BlockAt), append(firstAts, c.FirstAt), append(lastAts, c.LastAt)
 		for _, e := range c.Events {
@@ -163,12 +163,4 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		}
 	}
 	return results, nil
-}
-
-// emptyAsNull returns nil (SQL NULL in an array) for an empty JSON value, v otherwise.
-func emptyAsNull(v json.RawMessage) json.RawMessage {
-	if len(v) == 0 {
-		return nil
-	}
-	return v
 }
