@@ -61,6 +61,8 @@ type call struct {
 	ended    bool
 	endedAt  time.Time
 	forgetAt time.Time
+
+	gone bool // the tracker no longer holds the call: forgotten, evicted, or its Call-ID taken
 }
 
 // newCall builds the call an initial INVITE starts, or reports false (counted) when the dialog

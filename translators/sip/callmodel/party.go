@@ -222,11 +222,17 @@ func nameIn(name string, names []string) bool {
 			return true
 		}
 	}
-	if t := strings.TrimSpace(name); len(t) != len(name) {
-		return nameIn(t, names) // a name with stray spaces around it (parsers keep them)
+	if name != "" && (maybeSpace(name[0]) || maybeSpace(name[len(name)-1])) {
+		if t := strings.TrimSpace(name); len(t) != len(name) {
+			return nameIn(t, names) // a name with stray spaces around it (parsers keep them)
+		}
 	}
 	return false
 }
+
+// maybeSpace reports whether b may begin or end white space as strings.TrimSpace sees it: ASCII
+// white space, or any byte of a multi-byte character (which TrimSpace then decides on).
+func maybeSpace(b byte) bool { return b == ' ' || '\t' <= b && b <= '\r' || b >= 0x80 }
 
 // splitList splits a header value at the commas that separate list elements: those outside a
 // quoted string and outside angle brackets. Empty elements are dropped.
