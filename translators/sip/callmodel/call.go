@@ -62,7 +62,8 @@ type call struct {
 	endedAt  time.Time
 	forgetAt time.Time
 
-	gone bool // the tracker no longer holds the call: forgotten, evicted, or its Call-ID taken
+	gone      bool // the tracker no longer holds the call: forgotten, buried, evicted, or its Call-ID taken
+	endQueued bool // the call is in the tracker's queue of ended calls
 }
 
 // newCall builds the call an initial INVITE starts, or reports false (counted) when the dialog
@@ -486,9 +487,6 @@ func (c *call) endEvent(t *Tracker, at time.Time, d event.Disposition, id string
 	e.Duration = event.Ptr(seconds(at.Sub(c.firstAt)))
 	if d == event.DispositionAnswered && c.answered {
 		e.TalkTime = event.Ptr(seconds(at.Sub(c.answerAt)))
-	}
-	if !c.ended {
-		t.endedInOrder(c)
 	}
 	c.ended, c.endedAt, c.forgetAt = true, at, at.Add(t.cfg.Grace)
 	c.shed()

@@ -75,3 +75,12 @@ func ok200(extra ...string) string {
 		"CSeq: 314159 INVITE\n" +
 		strings.Join(extra, "\n")
 }
+
+// holds reports whether the tracker holds a call on the Call-ID, buried or not.
+func (t *Tracker) holds(callID string) bool {
+	if t.calls[callID] != nil {
+		return true
+	}
+	_, ok := t.buried[t.keyOf(callID)]
+	return ok
+}

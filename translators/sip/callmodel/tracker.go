@@ -3,6 +3,7 @@ package callmodel
 import (
 	"container/heap"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -14,21 +15,28 @@ import (
 	"github.com/callwire/callwire/sdk/event"
 )
 
-// retiredCalls is what the tracker remembers of a Call-ID whose calls it forgot.
+// retiredCalls is what the tracker remembers of a Call-ID whose calls it forgot. Like a buried
+// call, it holds no pointers.
 type retiredCalls struct {
-	gen  int          // the highest suffix number a call on the Call-ID had
-	tags []retiredTag // the caller's tag of each call, with its suffix number
+	gen  int                        // the highest suffix number a call on the Call-ID had
+	n    int                        // tags held
+	tags [maxRetiredTags]retiredTag // the caller's tag of each call, with its suffix number
 }
 
-// retiredTag is the caller's tag of a forgotten call and the call's suffix number.
+// retiredTag is the caller's tag of a forgotten call (its tagHash) and the call's suffix number.
 type retiredTag struct {
-	tag string
+	tag uint64
 	gen int
 }
 
-// tagIndex returns the index in tags of the caller's tag, or -1.
-func (r retiredCalls) tagIndex(tag string) int {
-	return slices.IndexFunc(r.tags, func(x retiredTag) bool { return x.tag == tag })
+// tagIndex returns the index in tags of the caller's tag (its tagHash), or -1.
+func (r *retiredCalls) tagIndex(tag uint64) int {
+	for i := range r.n {
+		if r.tags[i].tag == tag {
+			return i
+		}
+	}
+	return -1
 }
 
 // Bounds on what one call keeps.
@@ -88,9 +96,15 @@ type Tracker struct {
 	// retired remembers, for Call-IDs whose calls were forgotten, how many calls used them and
 	// which caller tag started each, so that a later call on the Call-ID gets the next suffix
 	// while a replay of a forgotten call gets its own again.
-	retired      map[string]retiredCalls
-	retiredOrder []string
+	retired      map[callKey]retiredCalls
+	retiredOrder []callKey
 	retiredHead  int
+
+	// buried holds the ended calls kept as records without pointers (ended.go), burials their
+	// deadlines; seeds key both tables and the retired one.
+	buried  map[callKey]endedCall
+	burials burials
+	seeds   [2]maphash.Seed
 
 	timers timers // the calls' deadlines
 
@@ -115,7 +129,9 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		trunk:   make(map[netip.AddrPort]bool, len(cfg.Trunk)),
 		parser:  newParser(),
 		calls:   make(map[string]*call),
-		retired: make(map[string]retiredCalls),
+		retired: make(map[callKey]retiredCalls),
+		buried:  make(map[callKey]endedCall),
+		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 	}
 	for _, a := range cfg.PBX {
 		t.pbx[a] = true
@@ -129,7 +145,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 // Stats returns the tracker's counters.
 func (t *Tracker) Stats() Stats {
 	s := t.stats
-	s.Calls = len(t.calls)
+	s.Calls = len(t.calls) + len(t.buried)
 	return s
 }
 
@@ -221,7 +237,7 @@ func (t *Tracker) Observe(m Message) (out []event.Event) {
 		out = t.response(w)
 	}
 	if c := t.calls[w.callID]; c != nil {
-		t.schedule(c)
+		t.settle(c)
 	}
 	return out
 }
@@ -385,6 +401,9 @@ func (t *Tracker) request(w *wire) []event.Event {
 		return t.initialInvite(c, w)
 	}
 	if c == nil {
+		if t.lateToBuried(w) {
+			return nil
+		}
 		if w.toTag == "" && w.method != "CANCEL" && w.method != "ACK" {
 			t.stats.Ignored++ // out-of-dialog OPTIONS, REGISTER, MESSAGE, SUBSCRIBE...
 		} else {
@@ -402,7 +421,9 @@ func (t *Tracker) request(w *wire) []event.Event {
 func (t *Tracker) response(w *wire) []event.Event {
 	c := t.calls[w.callID]
 	if c == nil {
-		t.stats.Unmatched++
+		if !t.lateToBuried(w) {
+			t.stats.Unmatched++
+		}
 		return nil
 	}
 	if c.pending && !c.ended && w.m.Dst == c.callerHop && w.method == "INVITE" && w.status == c.pendingCode && !retryable(w.status) {
@@ -436,6 +457,11 @@ func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 	gen := 1
 	var seen []uint64
 	var out []event.Event
+	var key callKey
+	buried := false
+	if c == nil {
+		key = t.keyOf(w.callID)
+	}
 	if c != nil {
 		if t.duplicate(c, w) {
 			return nil
@@ -455,9 +481,16 @@ func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 			return nil
 		}
 		gen, seen = c.gen+1, c.seen
-	} else if r, ok := t.retired[w.callID]; ok {
+	} else if e, ok := t.buriedCall(key); ok {
+		// A new call on the Call-ID of a buried one, or a copy of one of its messages.
+		if t.seenBuried(&e, w) {
+			return nil
+		}
+		t.buried[key] = e
+		gen, seen, buried = e.gen+1, slices.Clone(e.seen[:e.n]), true
+	} else if r, ok := t.retired[key]; ok {
 		gen = r.gen + 1
-		if i := r.tagIndex(w.fromTag); i >= 0 {
+		if i := r.tagIndex(t.tagHash(w.fromTag)); i >= 0 {
 			// The same caller's INVITE again, after its call was forgotten: a replay (of a
 			// capture, or by a sender that kept retrying), which must land on the same call.
 			gen = r.tags[i].gen
@@ -467,13 +500,16 @@ func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 	if !ok {
 		return out
 	}
-	if c == nil && !t.makeRoom() {
+	if c == nil && !buried && !t.makeRoom() {
 		t.stats.Dropped++
 		return nil
 	}
 	nc.seen = append(nc.seen, w.key())
 	if c != nil {
 		c.gone = true // the new call takes the Call-ID
+	}
+	if buried {
+		delete(t.buried, key) // its burial is skipped when it comes up
 	}
 	t.calls[w.callID] = nc
 	t.fresh.push(t, nc, stillFresh)
@@ -491,7 +527,7 @@ func (t *Tracker) peekCall(w *wire) (*call, bool) {
 // makeRoom reports whether a new call may be held. When the tracker is full it evicts the oldest
 // call that never got a response, else forgets the ended call closest to being forgotten.
 func (t *Tracker) makeRoom() bool {
-	if len(t.calls) < t.cfg.MaxCalls {
+	if len(t.calls)+len(t.buried) < t.cfg.MaxCalls {
 		return true
 	}
 	if c := t.fresh.popFirst(t, stillFresh); c != nil {
@@ -501,17 +537,40 @@ func (t *Tracker) makeRoom() bool {
 		return true
 	}
 	// No call waits for a first response: make room by forgetting the ended call whose grace
-	// runs out first, if any (Expire was not called in time). Calls end in the order the
-	// tracker sees them end, so that is the first of the ended queue still held.
-	if c := t.ended.popFirst(t, held); c != nil {
+	// runs out first, if any (Expire was not called in time): the first buried, or the first of
+	// the ended queue still held (calls end in the order the tracker sees them end), whichever
+	// runs out first.
+	b, isBuried := t.firstBurial()
+	if c := t.ended.peek(t, held); c != nil && (!isBuried || c.forgetAt.UnixNano() < b.at) {
+		t.ended.popFirst(t, held)
 		t.retire(c)
+		return true
+	}
+	if isBuried {
+		t.burials.pop()
+		t.forgetBuried(b)
 		return true
 	}
 	return false
 }
 
-// endedInOrder queues c, which has just ended, for makeRoom.
-func (t *Tracker) endedInOrder(c *call) { t.ended.push(t, c, held) }
+// settle finishes with the call a message concerned: an ended call is buried when it can be,
+// else queued for makeRoom; a call held has its deadline queued.
+func (t *Tracker) settle(c *call) {
+	if t.bury(c) {
+		return
+	}
+	t.queueEnded(c)
+	t.schedule(c)
+}
+
+// queueEnded queues c for makeRoom, once, when it has ended and was not buried.
+func (t *Tracker) queueEnded(c *call) {
+	if c.ended && !c.endQueued && !c.gone {
+		c.endQueued = true
+		t.ended.push(t, c, held)
+	}
+}
 
 // held reports whether c is the call the tracker holds for its Call-ID. It reads a flag rather
 // than the calls map: the queues and the deadlines ask for every entry they pass, and at a busy
@@ -537,6 +596,19 @@ func (q *callQueue) push(t *Tracker, c *call, keep func(*Tracker, *call) bool) {
 	if len(q.items)-q.head > 2*len(t.calls)+1024 {
 		q.filter(t, keep)
 	}
+}
+
+// peek returns the first call that qualifies, or nil when none does, dropping the entries before
+// it.
+func (q *callQueue) peek(t *Tracker, keep func(*Tracker, *call) bool) *call {
+	for q.head < len(q.items) {
+		if c := q.items[q.head]; keep(t, c) {
+			return c
+		}
+		q.items[q.head] = nil
+		q.head++
+	}
+	return nil
 }
 
 // popFirst removes and returns the first call that qualifies, or nil when none does, and then
@@ -578,20 +650,27 @@ func (t *Tracker) retire(c *call) {
 		c.gone = true
 	}
 	t.stats.Forgotten++
-	if _, ok := t.retired[c.callID]; !ok {
-		t.retiredOrder = append(t.retiredOrder, c.callID)
+	t.remember(t.keyOf(c.callID), c.gen, t.tagHash(c.fromTag))
+}
+
+// remember notes that a call with suffix number gen, started by the caller's tag (its
+// tagHash), was forgotten on the Call-ID of k.
+func (t *Tracker) remember(k callKey, gen int, tag uint64) {
+	r, ok := t.retired[k]
+	if !ok {
+		t.retiredOrder = append(t.retiredOrder, k)
 	}
-	r := t.retired[c.callID]
-	r.gen = max(r.gen, c.gen)
-	if i := r.tagIndex(c.fromTag); i >= 0 {
-		r.tags[i].gen = c.gen
-	} else if len(r.tags) < maxRetiredTags {
-		r.tags = append(r.tags, retiredTag{c.fromTag, c.gen})
+	r.gen = max(r.gen, gen)
+	if i := r.tagIndex(tag); i >= 0 {
+		r.tags[i].gen = gen
+	} else if r.n < maxRetiredTags {
+		r.tags[r.n] = retiredTag{tag, gen}
+		r.n++
 	}
-	t.retired[c.callID] = r
+	t.retired[k] = r
 	for len(t.retired) > t.cfg.MaxCalls && t.retiredHead < len(t.retiredOrder) {
 		delete(t.retired, t.retiredOrder[t.retiredHead])
-		t.retiredOrder[t.retiredHead] = ""
+		t.retiredOrder[t.retiredHead] = callKey{}
 		t.retiredHead++
 	}
 	if t.retiredHead > 1024 && t.retiredHead*2 > len(t.retiredOrder) {
@@ -623,18 +702,23 @@ func (t *Tracker) Expire(now time.Time) []event.Event {
 		if !c.ended {
 			out = append(out, c.expire(t, top.at)...)
 			t.stats.Inferred++
-			c.queuedAt = c.deadline(t)
-			heap.Push(&t.timers, timer{c.queuedAt, c})
+			if !t.bury(c) {
+				t.queueEnded(c)
+				c.queuedAt = c.deadline(t)
+				heap.Push(&t.timers, timer{c.queuedAt, c})
+			}
 			continue
 		}
 		t.retire(c)
 	}
+	t.expireBuried(now) // those buried before and by the loop above
 	return out
 }
 
 // NextExpiry returns the earliest time Expire has something to do, or the zero time when no call
 // is held.
 func (t *Tracker) NextExpiry() time.Time {
+	var next time.Time
 	for t.timers.Len() > 0 {
 		top := t.timers.items[0]
 		c := top.c
@@ -648,9 +732,13 @@ func (t *Tracker) NextExpiry() time.Time {
 			heap.Push(&t.timers, timer{d, c})
 			continue
 		}
-		return top.at
+		next = top.at
+		break
 	}
-	return time.Time{}
+	if b, ok := t.firstBurial(); ok && (next.IsZero() || b.at < next.UnixNano()) {
+		next = time.Unix(0, b.at)
+	}
+	return next
 }
 
 // schedule makes sure the call's deadline is queued. Deadlines that move later are left to be

@@ -104,7 +104,7 @@ func TestMaxCallsBoundsAFlood(t *testing.T) {
 		t.Errorf("deadline queue holds %d entries", n)
 	}
 	// The newest calls are the ones kept.
-	if tr.calls["flood-9999"] == nil || tr.calls["flood-0"] != nil {
+	if !tr.holds("flood-9999") || tr.holds("flood-0") {
 		t.Error("eviction did not take the oldest calls")
 	}
 }
@@ -294,8 +294,8 @@ func TestMaxCallsForgetsEndedCallsFirst(t *testing.T) {
 	if evs := tr.Observe(inboundInvite("c@x", flowBase.Add(2*time.Second))); len(evs) != 1 {
 		t.Fatalf("new call gave %v", evs)
 	}
-	if s := tr.Stats(); s.Calls != 2 || s.Dropped != 0 || s.Forgotten != 1 || tr.calls["a@x"] != nil {
-		t.Fatalf("stats %+v, a@x held: %v", s, tr.calls["a@x"] != nil)
+	if s := tr.Stats(); s.Calls != 2 || s.Dropped != 0 || s.Forgotten != 1 || tr.holds("a@x") {
+		t.Fatalf("stats %+v, a@x held: %v", s, tr.holds("a@x"))
 	}
 }
 
@@ -331,13 +331,16 @@ func TestMaxCallsForgetsEndedCallsInOrder(t *testing.T) {
 				if n := len(tr.ended.items) - tr.ended.head; n > 2*cfg.MaxCalls+1024 {
 					t.Fatalf("after %d calls the ended queue holds %d", i+1, n)
 				}
+				if n := len(tr.burials); n > 2*cfg.MaxCalls+1024 {
+					t.Fatalf("after %d calls the burials heap holds %d", i+1, n)
+				}
 			}
 			s := tr.Stats()
 			if s.Dropped != 0 || s.Forgotten != uint64(calls-s.Calls) {
 				t.Errorf("stats %+v: want none dropped, every call not held forgotten", s)
 			}
 			// The newest calls are the ones held.
-			if tr.calls["busy-"+itoa(calls-1)] == nil || tr.calls["busy-"+itoa(calls-cfg.MaxCalls-1)] != nil {
+			if !tr.holds("busy-"+itoa(calls-1)) || tr.holds("busy-"+itoa(calls-cfg.MaxCalls-1)) {
 				t.Error("room was not made by forgetting the calls that ended first")
 			}
 		})
@@ -351,6 +354,11 @@ func TestNextExpiryIsTheEarliestDeadline(t *testing.T) {
 		var next time.Time
 		for _, c := range tr.calls {
 			if d := c.deadline(tr); next.IsZero() || d.Before(next) {
+				next = d
+			}
+		}
+		for _, e := range tr.buried {
+			if d := time.Unix(0, e.forgetAt); next.IsZero() || d.Before(next) {
 				next = d
 			}
 		}
