@@ -25,6 +25,8 @@ type writeStmts struct {
 	insertEvent *sql.Stmt
 	// findEvent returns the stored ID of an event by its dedupe key.
 	findEvent *sql.Stmt
+	// checkKey runs a KeyCheck.
+	checkKey *sql.Stmt
 }
 
 const (
@@ -57,6 +59,14 @@ const (
 		RETURNING event_id`
 
 	findEventSQL = `SELECT event_id FROM call_events WHERE org_id = ? AND call_id = ? AND dedupe_key = ?`
+
+	checkKeySQL = `SELECT 1 FROM api_keys WHERE client_id = ? AND secret_hash = ?
+		AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`
+
+	// ringingSQL reads, for one call_received, its call's state and whether the event is on file.
+	ringingSQL = `SELECT c.state, EXISTS (SELECT 1 FROM call_events e
+			WHERE e.org_id = c.org_id AND e.call_id = c.call_id AND e.dedupe_key = ?)
+		FROM calls c WHERE c.org_id = ? AND c.provider = ? AND c.provider_call_id = ?`
 )
 
 // prepare prepares the statements on db unless they are ready.
@@ -73,6 +83,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&w.updateCall, updateCallSQL},
 		{&w.insertEvent, insertEventSQL},
 		{&w.findEvent, findEventSQL},
+		{&w.checkKey, checkKeySQL},
 	} {
 		stmt, err := db.PrepareContext(ctx, p.text)
 		if err != nil {
@@ -87,7 +98,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 // close closes whichever statements are prepared.
 func (w *writeStmts) close() {
-	for _, s := range []*sql.Stmt{w.findCall, w.insertCall, w.updateCall, w.insertEvent, w.findEvent} {
+	for _, s := range []*sql.Stmt{w.findCall, w.insertCall, w.updateCall, w.insertEvent, w.findEvent, w.checkKey} {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -116,10 +127,10 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 	results := make([]store.CallResult, len(w.Calls))
 	received := encTime(w.ReceivedAt)
 	err := s.withWriteTx(ctx, "write calls", func(tx *sql.Tx) error {
-		if err := checkKey(ctx, tx, w.Check); err != nil {
+		st := s.stmts
+		if err := checkKey(ctx, tx.StmtContext(ctx, st.checkKey), w.Check); err != nil {
 			return err
 		}
-		st := s.stmts
 		findCall := tx.StmtContext(ctx, st.findCall)
 		insertCall := tx.StmtContext(ctx, st.insertCall)
 		updateCall := tx.StmtContext(ctx, st.updateCall)
@@ -184,7 +195,7 @@ const knownEventsChunk = 500
 // KnownEvents reports, for each ref in order, whether that event is on file for the
 // organization. See store.Store.
 func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]bool, error) {
-	if err := checkKey(ctx, s.reader, check); err != nil {
+	if err := s.checkKeyRead(ctx, check); err != nil {
 		if errors.Is(err, store.ErrKeyRejected) {
 			return nil, fmt.Errorf("sqlite: known events: %w", err)
 		}
@@ -275,47 +286,57 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 	return c, events, nil
 }
 
-// querier is what checkKey reads through: a transaction or a pool.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// checkKey runs a KeyCheck, when there is one: store.ErrKeyRejected unless a live key has the
-// client ID and secret hash.
-func checkKey(ctx context.Context, q querier, c *store.KeyCheck) error {
+// checkKey runs a KeyCheck, when there is one, with stmt (checkKeySQL, prepared):
+// store.ErrKeyRejected unless a live key has the client ID and secret hash.
+func checkKey(ctx context.Context, stmt *sql.Stmt, c *store.KeyCheck) error {
 	if c == nil {
 		return nil
 	}
 	var one int
-	err := q.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE client_id = ? AND secret_hash = ?
-		AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
-		c.ClientID, c.SecretHash, encTime(c.At)).Scan(&one)
+	err := stmt.QueryRowContext(ctx, c.ClientID, c.SecretHash, encTime(c.At)).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrKeyRejected
 	}
 	return err
 }
 
-// Ringing reports, for each ref in order, whether the event is on file and its call's state.
-// See store.Store.
+// Ringing reports, for each ref in order, whether the event is on file and its call's state, one
+// prepared query per ref. See store.Store.
 func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
-	known, err := s.KnownEvents(ctx, orgID, refs, check)
+	if err := s.checkKeyRead(ctx, check); err != nil {
+		if errors.Is(err, store.ErrKeyRejected) {
+			return nil, fmt.Errorf("sqlite: ringing: %w", err)
+		}
+		return nil, wrapErr(ctx, "ringing", err)
+	}
+	stmt, err := s.readStmt(ctx, ringingSQL)
 	if err != nil {
-		return nil, err
+		return nil, wrapErr(ctx, "ringing", err)
 	}
 	out := make([]store.Ringing, len(refs))
 	for i, r := range refs {
-		out[i].Known = known[i]
 		var state int64
-		err := s.reader.QueryRowContext(ctx, `SELECT state FROM calls WHERE org_id = ? AND provider = ? AND provider_call_id = ?`,
-			orgID, r.Provider, r.ProviderCallID).Scan(&state)
+		var known bool
+		err := stmt.QueryRowContext(ctx, r.DedupeKey, orgID, r.Provider, r.ProviderCallID).Scan(&state, &known)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return nil, wrapErr(ctx, "ringing", err)
 		default:
-			out[i].State = store.State(state)
+			out[i] = store.Ringing{Known: known, State: store.State(state)}
 		}
 	}
 	return out, nil
+}
+
+// checkKeyRead runs a KeyCheck, when there is one, on the reader pool.
+func (s *Store) checkKeyRead(ctx context.Context, check *store.KeyCheck) error {
+	if check == nil {
+		return nil
+	}
+	stmt, err := s.readStmt(ctx, checkKeySQL)
+	if err != nil {
+		return err
+	}
+	return checkKey(ctx, stmt, check)
 }
