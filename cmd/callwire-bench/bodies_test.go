@@ -114,3 +114,29 @@ func TestParseFlagsMix(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFlagsStore(t *testing.T) {
+	t.Setenv(envBenchURL, "")
+	t.Setenv(envTestURL, "")
+	for _, c := range []struct {
+		args []string
+		want []string
+		ok   bool
+	}{
+		{[]string{"-database-url", "postgres://x@127.0.0.1/db"}, []string{storePostgres, storeSQLite}, true},
+		{[]string{"-database-url", "postgres://x@127.0.0.1/db", "-store=postgres"}, []string{storePostgres}, true},
+		{[]string{"-store=sqlite"}, []string{storeSQLite}, true}, // the embedded store needs no PostgreSQL
+		{[]string{"-store=postgres"}, nil, false},
+		{[]string{"-store=sqlite", "-preload=1000"}, nil, false},
+		{[]string{"-store=mysql", "-database-url", "postgres://x@127.0.0.1/db"}, nil, false},
+	} {
+		o, err := parseFlags(c.args, io.Discard)
+		if (err == nil) != c.ok {
+			t.Errorf("%q: error %v, want ok %v", c.args, err, c.ok)
+			continue
+		}
+		if c.ok && !slices.Equal(o.stores, c.want) {
+			t.Errorf("%q: stores %v, want %v", c.args, o.stores, c.want)
+		}
+	}
+}

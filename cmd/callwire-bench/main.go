@@ -57,6 +57,7 @@ import (
 	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres"
+	"github.com/callwire/callwire/core/store/sqlite"
 )
 
 // Environment variables naming the database, the first set wins.
@@ -109,7 +110,15 @@ type options struct {
 	analyze     bool
 	client      string
 	mixes       []string
+	stores      []string // postgres, sqlite: each store is a run of its own, in this order
+	store       string   // the store of the run in progress
 }
+
+// The stores the bench can measure.
+const (
+	storePostgres = "postgres"
+	storeSQLite   = "sqlite"
+)
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -133,6 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
 	fs.StringVar(&o.client, "client", "wire", "HTTP client of the load generator: wire (a lean HTTP/1.1 keep-alive client, as wrk) or net (Go's net/http)")
 	mixFlag := fs.String("mix", "both", "the request mix: realistic (one call in three requests), bulk (batches of 10 whole calls, 50 events) or both")
+	storeFlag := fs.String("store", "both", "the store the server writes: postgres, sqlite (the embedded store, a file in a temporary directory) or both, one after the other")
 	fs.Float64Var(&o.minRatio, "min-ratio", 0, "fail when the service/ceiling ratio is below this (0: report only)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -164,13 +174,24 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	default:
 		return o, errors.New("-mix must be realistic, bulk or both")
 	}
+	switch *storeFlag {
+	case "both":
+		o.stores = []string{storePostgres, storeSQLite}
+	case storePostgres, storeSQLite:
+		o.stores = []string{*storeFlag}
+	default:
+		return o, errors.New("-store must be postgres, sqlite or both")
+	}
+	if o.preload > 0 && !slices.Contains(o.stores, storePostgres) {
+		return o, errors.New("-preload needs the postgres store")
+	}
 	if o.databaseURL == "" {
 		o.databaseURL = os.Getenv(envBenchURL)
 	}
 	if o.databaseURL == "" {
 		o.databaseURL = os.Getenv(envTestURL)
 	}
-	if o.databaseURL == "" {
+	if o.databaseURL == "" && slices.Contains(o.stores, storePostgres) {
 		return o, errors.New("no PostgreSQL named: the bench needs one. Start PostgreSQL on 127.0.0.1:5432 and run `make bench` " +
 			"(.ci/services.sh sets " + envTestURL + "), or set " + envBenchURL + "='postgres://user@host:5432/db?sslmode=disable', " +
 			"or pass -database-url")
@@ -178,8 +199,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// report is the outcome of a bench run (-json prints it).
+// report is the outcome of a bench run on one store (-json prints it).
 type report struct {
+	Store    string      `json:"store"` // postgres or sqlite
 	Machine  machine     `json:"machine"`
 	Settings settings    `json:"settings"`
 	Mixes    []mixReport `json:"mixes"`
@@ -239,7 +261,8 @@ type machine struct {
 	GOOS       string `json:"goos"`
 	GOARCH     string `json:"goarch"`
 	Go         string `json:"go"`
-	Postgres   string `json:"postgres"`
+	Postgres   string `json:"postgres,omitempty"`
+	SQLite     string `json:"sqlite,omitempty"`
 }
 
 type settings struct {
@@ -275,38 +298,110 @@ type phaseReport struct {
 	Database *dbDelta `json:"database,omitempty"`
 }
 
-// run is the whole bench. Progress goes to stderr, the report to stdout.
-func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
+// run is the whole bench: a run on each store in turn. Progress goes to stderr, the reports to
+// stdout.
+func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	for i, st := range o.stores {
+		o.store = st
+		if i > 0 {
+			o.popupPhase = 0 // the popup phases measure the server, not its store: once is enough
+			o.preload = 0
+		}
+		if err := runStore(ctx, o, stdout, stderr); err != nil {
+			return fmt.Errorf("%s: %w", st, err)
+		}
+	}
+	return nil
+}
+
+// benchStore is the store of a run as the bench drives it.
+type benchStore interface {
+	store.Store
+	Migrate(ctx context.Context) error
+	Close() error
+}
+
+// runStore is the bench on the store o.store.
+func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
 
-	schema, schemaURL, pgVersion, err := createSchema(ctx, o.databaseURL)
+	tmp, err := os.MkdirTemp("", "callwire-bench-")
 	if err != nil {
 		return err
 	}
-	logf("schema %s created (PostgreSQL %s)", schema, pgVersion)
-	defer func() {
-		if o.keepSchema {
-			logf("schema %s kept (-keep-schema); drop it with DROP SCHEMA %s CASCADE", schema, schema)
-			return
-		}
-		if derr := dropSchema(ctx, o.databaseURL, schema); derr != nil {
-			err = errors.Join(err, derr)
-			return
-		}
-		logf("schema %s dropped", schema)
-	}()
-	srvURL, err := serverDatabaseURL(schemaURL)
-	if err != nil {
-		return err
-	}
+	defer os.RemoveAll(tmp)
+	co := childOptions{maxConns: o.maxConns, dir: tmp}
 
-	// The store of the ceiling, sized like the server's pool. It also migrates the schema and
-	// makes the organization and key.
-	st, err := postgres.Open(ctx, schemaURL, postgres.Options{
-		MaxConns: int32(o.maxConns), AcquireTimeout: config.Defaults().Database.AcquireTimeout,
-	})
-	if err != nil {
-		return err
+	// The store of the ceiling, sized like the server's pool, and the raw-SQL ceiling's writer.
+	// The first also migrates the schema and makes the organization and key.
+	var (
+		st        benchStore
+		schemaURL string // postgres
+		pool      *pgxpool.Pool
+		lite      *sqliteRaw // sqlite
+		rawDo     doer
+		pgVersion string
+		liteVer   string
+	)
+	switch o.store {
+	case storePostgres:
+		var schema string
+		schema, schemaURL, pgVersion, err = createSchema(ctx, o.databaseURL)
+		if err != nil {
+			return err
+		}
+		logf("schema %s created (PostgreSQL %s)", schema, pgVersion)
+		defer func() {
+			if o.keepSchema {
+				logf("schema %s kept (-keep-schema); drop it with DROP SCHEMA %s CASCADE", schema, schema)
+				return
+			}
+			if derr := dropSchema(ctx, o.databaseURL, schema); derr != nil {
+				err = errors.Join(err, derr)
+				return
+			}
+			logf("schema %s dropped", schema)
+		}()
+		if co.databaseURL, err = serverDatabaseURL(schemaURL); err != nil {
+			return err
+		}
+		pst, err := postgres.Open(ctx, schemaURL, postgres.Options{
+			MaxConns: int32(o.maxConns), AcquireTimeout: config.Defaults().Database.AcquireTimeout,
+		})
+		if err != nil {
+			return err
+		}
+		st = pst
+		pcfg, err := pgxpool.ParseConfig(schemaURL)
+		if err != nil {
+			return fmt.Errorf("raw ceiling: %w", err)
+		}
+		pcfg.MaxConns = int32(o.maxConns)
+		if pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+			return fmt.Errorf("raw ceiling: %w", err)
+		}
+		defer pool.Close()
+		rawDo = rawDoer(pool)
+	case storeSQLite:
+		// One file, written in turn by the server, by the ceiling's store in this process and by
+		// the raw ceiling, as several processes may share the embedded store's file.
+		co.databasePath = filepath.Join(tmp, "callwire.db")
+		sst, err := sqlite.Open(ctx, co.databasePath)
+		if err != nil {
+			return err
+		}
+		st = sst
+		if lite, err = openSQLiteRaw(co.databasePath); err != nil {
+			return err
+		}
+		defer lite.close()
+		if err := lite.db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&liteVer); err != nil {
+			return fmt.Errorf("raw ceiling: %w", err)
+		}
+		logf("embedded store %s (SQLite %s)", co.databasePath, liteVer)
+		rawDo = sqliteRawDoer(lite)
+	default:
+		return fmt.Errorf("unknown store %q", o.store)
 	}
 	defer st.Close()
 	if err := st.Migrate(ctx); err != nil {
@@ -317,12 +412,6 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 
-	tmp, err := os.MkdirTemp("", "callwire-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	co := childOptions{databaseURL: srvURL, maxConns: o.maxConns, dir: tmp}
 	serverDesc := "callwire serve"
 	switch {
 	case o.cpuProfile != "":
@@ -376,21 +465,10 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer wc.CloseIdle()
-	// The raw-SQL ceiling's pool, sized like the server's.
-	pcfg, err := pgxpool.ParseConfig(schemaURL)
-	if err != nil {
-		return fmt.Errorf("raw ceiling: %w", err)
-	}
-	pcfg.MaxConns = int32(o.maxConns)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("raw ceiling: %w", err)
-	}
-	defer pool.Close()
 	doers := map[string]doer{
 		"service": wireDoer(wc),
 		"ceiling": storeDoer(svc, orgID),
-		"raw":     rawDoer(pool),
+		"raw":     rawDo,
 	}
 	if o.client == "net" {
 		doers["service"] = httpDoer(client, "http://"+srv.addr+"/api/v1/calls/events", cred.ClientID, cred.Secret)
@@ -410,8 +488,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	}
 
 	r := report{
+		Store: o.store,
 		Machine: machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Memory: memTotal(),
-			GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(), Postgres: pgVersion},
+			GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(), Postgres: pgVersion, SQLite: liteVer},
 		Settings: settings{Workers: o.workers, PhaseSeconds: o.duration.Seconds(), WarmupSecs: o.warmup.Seconds(),
 			Rounds: o.rounds, MaxConns: o.maxConns, Server: serverDesc, Client: o.client, Mixes: o.mixes},
 	}
@@ -461,7 +540,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 			if round%2 == 0 {
 				slices.Reverse(order)
 			}
-			if o.analyze {
+			if o.analyze && o.store == storePostgres {
 				if err := analyze(ctx, schemaURL); err != nil {
 					return err
 				}
@@ -476,11 +555,16 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 					return err
 				}
 				newPhase()
-				dbBefore := sampleDB(ctx, schemaURL)
+				var dbBefore, dbAfter dbSample
+				if o.store == storePostgres {
+					dbBefore = sampleDB(ctx, schemaURL)
+				}
 				before := sampleCPU(srv.cmd.Process.Pid)
 				pr, err := runPhase(ctx, spec(label, o.duration, kind), mix, doers[kind])
 				after := sampleCPU(srv.cmd.Process.Pid)
-				dbAfter := sampleDB(ctx, schemaURL)
+				if o.store == storePostgres {
+					dbAfter = sampleDB(ctx, schemaURL)
+				}
 				if perr := stopProfile(); perr != nil {
 					logf("profile: %v", perr)
 				}
@@ -559,7 +643,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 		logf("popups: %d of %d arrived, p50 %.2fms p99 %.2fms", pop.Received, pop.Received+pop.Missing, pop.Latency.P50ms, pop.Latency.P99ms)
 	}
 
-	calls, events, err := countEvents(ctx, schemaURL)
+	var calls, events int64
+	if o.store == storePostgres {
+		calls, events, err = countEvents(ctx, schemaURL)
+	} else {
+		calls, events, err = countSQLite(ctx, lite)
+	}
 	if err != nil {
 		return err
 	}
@@ -640,15 +729,19 @@ func startProfiles(ctx context.Context, o options, mix string, round int, kind s
 // printReport writes the human-readable report.
 func printReport(w io.Writer, r report) {
 	m, s := r.Machine, r.Settings
-	fmt.Fprintf(w, "\ncallwire bench: %d workers, %d rounds of %gs per phase (warm-up %gs), pool %d connections\n",
-		s.Workers, s.Rounds, s.PhaseSeconds, s.WarmupSecs, s.MaxConns)
-	fmt.Fprintf(w, "machine: %d CPUs, %s memory, %s/%s, %s, PostgreSQL %s\n", m.CPUs, orDash(m.Memory), m.GOOS, m.GOARCH, m.Go, m.Postgres)
+	db, raw := "PostgreSQL "+m.Postgres, "one SQL statement per request"
+	if r.Store == storeSQLite {
+		db, raw = "the embedded store (SQLite "+m.SQLite+", WAL, synchronous=FULL)", "one transaction of two SQL statements per request"
+	}
+	fmt.Fprintf(w, "\ncallwire bench on %s: %d workers, %d rounds of %gs per phase (warm-up %gs), pool %d connections\n",
+		r.Store, s.Workers, s.Rounds, s.PhaseSeconds, s.WarmupSecs, s.MaxConns)
+	fmt.Fprintf(w, "machine: %d CPUs, %s memory, %s/%s, %s, %s\n", m.CPUs, orDash(m.Memory), m.GOOS, m.GOARCH, m.Go, db)
 	client := "a lean HTTP/1.1 keep-alive client"
 	if s.Client == "net" {
 		client = "Go's net/http client"
 	}
-	fmt.Fprintf(w, "server: %s; load generator: %s; the load generator, the server and PostgreSQL share the machine\n", s.Server, client)
-	fmt.Fprintf(w, "phases: service (HTTP), ceiling (parse + write pipeline in process), raw (one SQL statement per request, no decoding)\n")
+	fmt.Fprintf(w, "server: %s; load generator: %s; the load generator, the server and the database share the machine\n", s.Server, client)
+	fmt.Fprintf(w, "phases: service (HTTP), ceiling (parse + write pipeline in process), raw (%s, no decoding)\n", raw)
 	if s.Preloaded > 0 {
 		fmt.Fprintf(w, "store: %d events preloaded with COPY before the rounds (-preload)\n", s.Preloaded)
 	}

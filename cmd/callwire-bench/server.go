@@ -62,9 +62,11 @@ type childOptions struct {
 	// {self, serveProfiledCmd}.
 	argv        []string
 	databaseURL string
-	maxConns    int
-	dir         string // working directory
-	profiled    bool   // argv is serveProfiledCmd: also give it a pprof address
+	// databasePath is the embedded store's file, when databaseURL is empty.
+	databasePath string
+	maxConns     int
+	dir          string // working directory
+	profiled     bool   // argv is serveProfiledCmd: also give it a pprof address
 }
 
 // startServer starts the server on a free port of 127.0.0.1 and waits until /readyz answers 200.
@@ -92,6 +94,7 @@ func startServer(ctx context.Context, o childOptions) (*child, error) {
 	}
 	env = append(env,
 		config.EnvPrefix+"DATABASE_URL="+o.databaseURL,
+		config.EnvPrefix+"DATABASE_PATH="+o.databasePath,
 		config.EnvPrefix+"DATABASE_MAX_CONNS="+strconv.Itoa(o.maxConns),
 		config.EnvPrefix+"LOG_LEVEL=warn",
 		config.EnvPrefix+"LOG_FORMAT=json",
