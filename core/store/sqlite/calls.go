@@ -106,8 +106,9 @@ func (w *writeStmts) close() {
 	*w = writeStmts{}
 }
 
-// WriteCalls applies w in one transaction, calls in (provider, providerCallId) order, and returns
-// one result per call in the order of w.Calls. See store.Store.
+// WriteCalls applies w atomically, calls in (provider, providerCallId) order, and returns one
+// result per call in the order of w.Calls. Writes that wait for the writer together are
+// committed together (group.go), each inside a savepoint of its own. See store.Store.
 func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error) {
 	if w.OrgID == "" {
 		return nil, errors.New("sqlite: write calls: empty organization id")
@@ -115,6 +116,26 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 	if len(w.Calls) == 0 {
 		return []store.CallResult{}, nil
 	}
+	return s.writeGrouped(ctx, &writeJob{ctx: ctx, w: w, done: make(chan struct{})})
+}
+
+// txStmts are the writer's prepared statements bound to one transaction.
+type txStmts struct {
+	findCall, insertCall, updateCall, insertEvent, findEvent, checkKey *sql.Stmt
+}
+
+// bind returns the statements of w bound to tx.
+func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) txStmts {
+	return txStmts{
+		findCall: tx.StmtContext(ctx, w.findCall), insertCall: tx.StmtContext(ctx, w.insertCall),
+		updateCall: tx.StmtContext(ctx, w.updateCall), insertEvent: tx.StmtContext(ctx, w.insertEvent),
+		findEvent: tx.StmtContext(ctx, w.findEvent), checkKey: tx.StmtContext(ctx, w.checkKey),
+	}
+}
+
+// writeCalls applies w with the statements of an open transaction. On error, what it wrote must
+// be rolled back by the caller.
+func writeCalls(ctx context.Context, st txStmts, w store.Write) ([]store.CallResult, error) {
 	order := make([]int, len(w.Calls))
 	for i := range order {
 		order[i] = i
@@ -126,64 +147,52 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 
 	results := make([]store.CallResult, len(w.Calls))
 	received := encTime(w.ReceivedAt)
-	err := s.withWriteTx(ctx, "write calls", func(tx *sql.Tx) error {
-		st := s.stmts
-		if err := checkKey(ctx, tx.StmtContext(ctx, st.checkKey), w.Check); err != nil {
-			return err
-		}
-		findCall := tx.StmtContext(ctx, st.findCall)
-		insertCall := tx.StmtContext(ctx, st.insertCall)
-		updateCall := tx.StmtContext(ctx, st.updateCall)
-		insertEvent := tx.StmtContext(ctx, st.insertEvent)
-		findEvent := tx.StmtContext(ctx, st.findEvent)
-
-		for _, i := range order {
-			c := &w.Calls[i]
-			res := store.CallResult{Events: make([]store.EventResult, len(c.Events))}
-
-			err := findCall.QueryRowContext(ctx, w.OrgID, c.Provider, c.ProviderCallID).Scan(&res.ID)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				res.ID, res.Created = c.ID, true
-				if c.Clients != nil {
-					res.Clients = append([]byte(nil), c.Clients...)
-				}
-				_, err = insertCall.ExecContext(ctx, w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction,
-					int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
-					encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
-				if err != nil {
-					return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
-				}
-			case err != nil:
-				return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
-			default:
-				err = updateCall.QueryRowContext(ctx, int64(c.State), c.BlockSequence, encTime(c.BlockAt),
-					c.Direction, jsonArg(c.Block), encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients),
-					received, w.OrgID, res.ID).Scan(jsonCol{(*[]byte)(&res.Clients)})
-				if err != nil {
-					return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
-				}
-			}
-
-			for j := range c.Events {
-				e := &c.Events[j]
-				r := &res.Events[j]
-				err := insertEvent.QueryRowContext(ctx, w.OrgID, e.ID, res.ID, e.Type, e.DedupeKey, e.Sequence,
-					e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body)).Scan(&r.ID)
-				if errors.Is(err, sql.ErrNoRows) {
-					r.Duplicate = true
-					err = findEvent.QueryRowContext(ctx, w.OrgID, res.ID, e.DedupeKey).Scan(&r.ID)
-				}
-				if err != nil {
-					return fmt.Errorf("call %s/%s: event %q: %w", c.Provider, c.ProviderCallID, e.DedupeKey, err)
-				}
-			}
-			results[i] = res
-		}
-		return nil
-	})
-	if err != nil {
+	if err := checkKey(ctx, st.checkKey, w.Check); err != nil {
 		return nil, err
+	}
+	findCall, insertCall, updateCall, insertEvent, findEvent := st.findCall, st.insertCall, st.updateCall, st.insertEvent, st.findEvent
+	for _, i := range order {
+		c := &w.Calls[i]
+		res := store.CallResult{Events: make([]store.EventResult, len(c.Events))}
+
+		err := findCall.QueryRowContext(ctx, w.OrgID, c.Provider, c.ProviderCallID).Scan(&res.ID)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			res.ID, res.Created = c.ID, true
+			if c.Clients != nil {
+				res.Clients = append([]byte(nil), c.Clients...)
+			}
+			_, err = insertCall.ExecContext(ctx, w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction,
+				int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
+				encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
+			if err != nil {
+				return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
+			}
+		case err != nil:
+			return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
+		default:
+			err = updateCall.QueryRowContext(ctx, int64(c.State), c.BlockSequence, encTime(c.BlockAt),
+				c.Direction, jsonArg(c.Block), encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients),
+				received, w.OrgID, res.ID).Scan(jsonCol{(*[]byte)(&res.Clients)})
+			if err != nil {
+				return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
+			}
+		}
+
+		for j := range c.Events {
+			e := &c.Events[j]
+			r := &res.Events[j]
+			err := insertEvent.QueryRowContext(ctx, w.OrgID, e.ID, res.ID, e.Type, e.DedupeKey, e.Sequence,
+				e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body)).Scan(&r.ID)
+			if errors.Is(err, sql.ErrNoRows) {
+				r.Duplicate = true
+				err = findEvent.QueryRowContext(ctx, w.OrgID, res.ID, e.DedupeKey).Scan(&r.ID)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("call %s/%s: event %q: %w", c.Provider, c.ProviderCallID, e.DedupeKey, err)
+			}
+		}
+		results[i] = res
 	}
 	return results, nil
 }

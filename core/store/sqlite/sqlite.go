@@ -43,6 +43,8 @@ type Store struct {
 	writer *sql.DB
 	// gate admits writers to the writer connection one at a time, in the order they arrived.
 	gate chan struct{}
+	// queue holds the WriteCalls waiting to be written in a group (group.go).
+	queue writeQueue
 	// reader is the pool reads use.
 	reader *sql.DB
 	// stmts are the writer connection's prepared statements, prepared on first use. Only the

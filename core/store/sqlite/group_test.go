@@ -1,0 +1,187 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/callwire/callwire/core/store"
+)
+
+// groupWrite is a write of one call with one event, for the organization org.
+func groupWrite(org, id string) store.Write {
+	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	return store.Write{OrgID: org, ReceivedAt: at, Calls: []store.CallWrite{{
+		ID: "call-" + id, Provider: "sip", ProviderCallID: id, Direction: "inbound", State: store.StateRinging,
+		Block: json.RawMessage(`{"direction":"inbound"}`), BlockSequence: 1, BlockAt: at, FirstAt: at, LastAt: at,
+		Events: []store.EventWrite{{ID: "event-" + id, Type: "call_received", DedupeKey: "seq:1:call_received",
+			Sequence: 1, OccurredAt: at, OrderAt: at, Body: json.RawMessage(`{"type":"call_received"}`)}},
+	}}}
+}
+
+func openGroupStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "callwire.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateOrg(t.Context(), store.Org{ID: "org", Name: "Clinic", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// queued waits until n writes wait in s's queue.
+func queued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.queue.mu.Lock()
+		got := len(s.queue.jobs)
+		s.queue.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes queued, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupKeepsEachWriteAtomic: writes that waited together are committed in one group, and one
+// that fails (its organization does not exist, its key does not pass) fails alone and leaves
+// nothing, while the others in the group are stored.
+func TestGroupKeepsEachWriteAtomic(t *testing.T) {
+	s := openGroupStore(t)
+	s.gate <- struct{}{} // hold the writer, so that every write queues
+	writes := []store.Write{
+		groupWrite("org", "a"),
+		groupWrite("no-such-org", "b"),
+		groupWrite("org", "c"),
+		groupWrite("org", "d"),
+	}
+	bad := groupWrite("org", "e")
+	bad.Check = &store.KeyCheck{ClientID: "nobody", SecretHash: []byte("x"), At: time.Now()}
+	writes = append(writes, bad)
+
+	errs := make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		wg.Go(func() { _, errs[i] = s.WriteCalls(t.Context(), w) })
+		queued(t, s, i+1) // in this order
+	}
+	s.release()
+	wg.Wait()
+
+	for i, want := range []error{nil, store.ErrNotFound, nil, nil, store.ErrKeyRejected} {
+		if want == nil && errs[i] != nil || want != nil && !errors.Is(errs[i], want) {
+			t.Errorf("write %d: error %v, want %v", i, errs[i], want)
+		}
+	}
+	for _, id := range []string{"a", "c", "d"} {
+		if _, evs, err := s.GetCall(t.Context(), "org", "sip", id); err != nil || len(evs) != 1 {
+			t.Errorf("call %s: %d events, error %v; want stored", id, len(evs), err)
+		}
+	}
+	for _, c := range []struct{ org, id string }{{"no-such-org", "b"}, {"org", "e"}} {
+		if _, _, err := s.GetCall(t.Context(), c.org, "sip", c.id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("call %s of a failed write: error %v, want ErrNotFound", c.id, err)
+		}
+	}
+}
+
+// TestGroupWithdrawsAWriteWhoseContextEnds: a write still waiting when its context ends is not
+// written, and fails with ErrUnavailable; the others wait on.
+func TestGroupWithdrawsAWriteWhoseContextEnds(t *testing.T) {
+	s := openGroupStore(t)
+	s.gate <- struct{}{}
+	ctx, cancel := context.WithCancel(t.Context())
+	var gone, kept error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, gone = s.WriteCalls(ctx, groupWrite("org", "gone")) })
+	queued(t, s, 1)
+	wg.Go(func() { _, kept = s.WriteCalls(t.Context(), groupWrite("org", "kept")) })
+	queued(t, s, 2)
+	cancel()
+	queued(t, s, 1)
+	s.release()
+	wg.Wait()
+	if !errors.Is(gone, store.ErrUnavailable) {
+		t.Errorf("cancelled write: error %v, want ErrUnavailable", gone)
+	}
+	if kept != nil {
+		t.Errorf("other write: %v", kept)
+	}
+	if _, _, err := s.GetCall(t.Context(), "org", "sip", "gone"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("cancelled write stored (error %v)", err)
+	}
+}
+
+// TestGroupWritesEveryWriteOnce: a queue longer than one group is written in several groups,
+// every write once.
+func TestGroupWritesEveryWriteOnce(t *testing.T) {
+	s := openGroupStore(t)
+	s.gate <- struct{}{}
+	n := maxGroupWrites*2 + 3
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { _, errs[i] = s.WriteCalls(t.Context(), groupWrite("org", fmt.Sprint("call-", i))) })
+	}
+	queued(t, s, n)
+	s.release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	var calls, events int
+	if err := s.reader.QueryRowContext(t.Context(), `SELECT (SELECT count(*) FROM calls), (SELECT count(*) FROM call_events)`).
+		Scan(&calls, &events); err != nil {
+		t.Fatal(err)
+	}
+	if calls != n || events != n {
+		t.Errorf("%d calls and %d events stored, want %d of each", calls, events, n)
+	}
+}
+
+// TestGroupBounds: a group takes at most maxGroupWrites writes and, past its first write, at most
+// maxGroupEvents events.
+func TestGroupBounds(t *testing.T) {
+	var q writeQueue
+	for i := range maxGroupWrites + 5 {
+		q.push(&writeJob{w: groupWrite("org", fmt.Sprint(i))})
+	}
+	if got := len(q.take()); got != maxGroupWrites {
+		t.Errorf("first group: %d writes, want %d", got, maxGroupWrites)
+	}
+	if got := len(q.take()); got != 5 {
+		t.Errorf("second group: %d writes, want 5", got)
+	}
+	big := groupWrite("org", "big")
+	for len(big.Calls[0].Events) < maxGroupEvents {
+		big.Calls[0].Events = append(big.Calls[0].Events, big.Calls[0].Events[0])
+	}
+	q.push(&writeJob{w: groupWrite("org", "small")})
+	q.push(&writeJob{w: big})
+	q.push(&writeJob{w: groupWrite("org", "after")})
+	for i, want := range []int{1, 1, 1} {
+		if got := len(q.take()); got != want {
+			t.Errorf("group %d: %d writes, want %d", i, got, want)
+		}
+	}
+	if got := q.take(); len(got) != 0 {
+		t.Errorf("empty queue gave %d writes", len(got))
+	}
+}
