@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -27,6 +28,27 @@ type writeStmts struct {
 	findEvent *sql.Stmt
 	// checkKey runs a KeyCheck.
 	checkKey *sql.Stmt
+	// insertEvents[k] appends 2<<k events at once, each unless its dedupe key is on file,
+	// returning the call, dedupe key and ID of each stored.
+	insertEvents [maxEventRowsLog]*sql.Stmt
+}
+
+// maxEventRowsLog bounds the rows of one event insert: 2<<(maxEventRowsLog-1), 64.
+const maxEventRowsLog = 6
+
+// insertEventsSQL is insertEventSQL for n rows.
+func insertEventsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO call_events (org_id, event_id, call_id, type, dedupe_key, sequence,
+		provider_event_id, occurred_at, order_at, received_at, body) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	}
+	b.WriteString(` ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING RETURNING call_id, dedupe_key, event_id`)
+	return b.String()
 }
 
 const (
@@ -92,13 +114,22 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		}
 		*p.dst = stmt
 	}
+	for k := range w.insertEvents {
+		stmt, err := db.PrepareContext(ctx, insertEventsSQL(2<<k))
+		if err != nil {
+			w.close()
+			return fmt.Errorf("prepare: %w", err)
+		}
+		w.insertEvents[k] = stmt
+	}
 	w.ready = true
 	return nil
 }
 
 // close closes whichever statements are prepared.
 func (w *writeStmts) close() {
-	for _, s := range []*sql.Stmt{w.findCall, w.insertCall, w.updateCall, w.insertEvent, w.findEvent, w.checkKey} {
+	for _, s := range append([]*sql.Stmt{w.findCall, w.insertCall, w.updateCall, w.insertEvent, w.findEvent, w.checkKey},
+		w.insertEvents[:]...) {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -122,15 +153,20 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 // txStmts are the writer's prepared statements bound to one transaction.
 type txStmts struct {
 	findCall, insertCall, updateCall, insertEvent, findEvent, checkKey *sql.Stmt
+	insertEvents                                                       [maxEventRowsLog]*sql.Stmt
 }
 
 // bind returns the statements of w bound to tx.
 func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) txStmts {
-	return txStmts{
+	t := txStmts{
 		findCall: tx.StmtContext(ctx, w.findCall), insertCall: tx.StmtContext(ctx, w.insertCall),
 		updateCall: tx.StmtContext(ctx, w.updateCall), insertEvent: tx.StmtContext(ctx, w.insertEvent),
 		findEvent: tx.StmtContext(ctx, w.findEvent), checkKey: tx.StmtContext(ctx, w.checkKey),
 	}
+	for k, s := range w.insertEvents {
+		t.insertEvents[k] = tx.StmtContext(ctx, s)
+	}
+	return t
 }
 
 // writeCalls applies w with the statements of an open transaction. On error, what it wrote must
@@ -150,7 +186,7 @@ func writeCalls(ctx context.Context, st txStmts, w store.Write) ([]store.CallRes
 	if err := checkKey(ctx, st.checkKey, w.Check); err != nil {
 		return nil, err
 	}
-	findCall, insertCall, updateCall, insertEvent, findEvent := st.findCall, st.insertCall, st.updateCall, st.insertEvent, st.findEvent
+	findCall, insertCall, updateCall := st.findCall, st.insertCall, st.updateCall
 	for _, i := range order {
 		c := &w.Calls[i]
 		res := store.CallResult{Events: make([]store.EventResult, len(c.Events))}
@@ -179,22 +215,98 @@ func writeCalls(ctx context.Context, st txStmts, w store.Write) ([]store.CallRes
 			}
 		}
 
-		for j := range c.Events {
-			e := &c.Events[j]
-			r := &res.Events[j]
-			err := insertEvent.QueryRowContext(ctx, w.OrgID, e.ID, res.ID, e.Type, e.DedupeKey, e.Sequence,
-				e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body)).Scan(&r.ID)
-			if errors.Is(err, sql.ErrNoRows) {
-				r.Duplicate = true
-				err = findEvent.QueryRowContext(ctx, w.OrgID, res.ID, e.DedupeKey).Scan(&r.ID)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("call %s/%s: event %q: %w", c.Provider, c.ProviderCallID, e.DedupeKey, err)
-			}
-		}
 		results[i] = res
 	}
+	if err := writeEvents(ctx, st, w, order, results); err != nil {
+		return nil, err
+	}
 	return results, nil
+}
+
+// eventRef is an event of a write: of its call i (index into Write.Calls), event j.
+type eventRef struct{ i, j int }
+
+// writeEvents appends the events of w, its calls in order, to the calls results hold, and sets
+// each event's result: a multi-row insert per run of up to 64 events, a run of one alone.
+func writeEvents(ctx context.Context, st txStmts, w store.Write, order []int, results []store.CallResult) error {
+	var refs []eventRef
+	for _, i := range order {
+		for j := range w.Calls[i].Events {
+			refs = append(refs, eventRef{i, j})
+		}
+	}
+	received := encTime(w.ReceivedAt)
+	args := make([]any, 0, 11*min(len(refs), 2<<(maxEventRowsLog-1)))
+	for len(refs) > 0 {
+		if len(refs) == 1 {
+			return writeEvent(ctx, st, w, refs[0], results, received)
+		}
+		k := min(bits.Len(uint(len(refs)))-2, maxEventRowsLog-1) // the largest run of 2<<k that fits
+		run := refs[:2<<k]
+		refs = refs[len(run):]
+		args = args[:0]
+		for _, r := range run {
+			e := &w.Calls[r.i].Events[r.j]
+			args = append(args, w.OrgID, e.ID, results[r.i].ID, e.Type, e.DedupeKey, e.Sequence,
+				e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body))
+		}
+		stored, err := storedEvents(ctx, st.insertEvents[k], args)
+		if err != nil {
+			c := &w.Calls[run[0].i]
+			return fmt.Errorf("call %s/%s: events: %w", c.Provider, c.ProviderCallID, err)
+		}
+		for _, r := range run {
+			e, res := &w.Calls[r.i].Events[r.j], &results[r.i].Events[r.j]
+			k := [2]string{results[r.i].ID, e.DedupeKey}
+			if id, ok := stored[k]; ok {
+				// The first of the run with the key is the one stored; a later one is its copy.
+				res.ID = id
+				delete(stored, k)
+				continue
+			}
+			res.Duplicate = true
+			if err := st.findEvent.QueryRowContext(ctx, w.OrgID, results[r.i].ID, e.DedupeKey).Scan(&res.ID); err != nil {
+				c := &w.Calls[r.i]
+				return fmt.Errorf("call %s/%s: event %q: %w", c.Provider, c.ProviderCallID, e.DedupeKey, err)
+			}
+		}
+	}
+	return nil
+}
+
+// storedEvents runs a multi-row event insert and returns the IDs of the events it stored, by call
+// and dedupe key.
+func storedEvents(ctx context.Context, stmt *sql.Stmt, args []any) (map[[2]string]string, error) {
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	stored := make(map[[2]string]string, len(args)/11)
+	for rows.Next() {
+		var call, key, id string
+		if err := rows.Scan(&call, &key, &id); err != nil {
+			return nil, err
+		}
+		stored[[2]string{call, key}] = id
+	}
+	return stored, rows.Err()
+}
+
+// writeEvent appends one event, or finds the one on file with its dedupe key.
+func writeEvent(ctx context.Context, st txStmts, w store.Write, r eventRef, results []store.CallResult, received string) error {
+	c, e, res := &w.Calls[r.i], &w.Calls[r.i].Events[r.j], &results[r.i].Events[r.j]
+	callID := results[r.i].ID
+	err := st.insertEvent.QueryRowContext(ctx, w.OrgID, e.ID, callID, e.Type, e.DedupeKey, e.Sequence,
+		e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body)).Scan(&res.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		res.Duplicate = true
+		err = st.findEvent.QueryRowContext(ctx, w.OrgID, callID, e.DedupeKey).Scan(&res.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("call %s/%s: event %q: %w", c.Provider, c.ProviderCallID, e.DedupeKey, err)
+	}
+	return nil
 }
 
 // knownEventsChunk bounds the references asked in one statement, well inside SQLite's limit on
