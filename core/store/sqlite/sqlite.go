@@ -90,6 +90,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		"_busy_timeout": {fmt.Sprint(ms)},
 		"_foreign_keys": {"1"},
 		"_query_only":   {"1"},
+		// 1 MiB of page cache per reader (SQLite's default is 2): the reads are point lookups
+		// by key, whose pages (the indexes' upper levels) fit many times over, and the file's
+		// pages are in the system's cache anyway. It keeps the server within its memory target.
+		"_pragma": {"cache_size(-1024)"},
 	}
 
 	writer, err := sql.Open("sqlite", abs+"?"+writerParams.Encode())
