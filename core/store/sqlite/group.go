@@ -159,7 +159,9 @@ func (s *Store) writeGroup(ctx context.Context) {
 			close(j.done)
 		}
 	}
-	if err := s.stmts.prepare(ctx, s.writer); err != nil {
+	// Preparing waits for nothing (the gate's holder has the writer connection to itself), and
+	// the writes queued must not fail because the request that happens to hold the gate ended.
+	if err := s.stmts.prepare(context.WithoutCancel(ctx), s.writer); err != nil {
 		failAll(live, wrapErr(ctx, "write calls", err))
 		return
 	}
