@@ -120,6 +120,7 @@ func (q *writeQueue) withdraw(j *writeJob) bool {
 // writer first.
 func (s *Store) writeGrouped(ctx context.Context, j *writeJob) ([]store.CallResult, error) {
 	s.queue.push(j)
+	ended := ctx.Done()
 	for {
 		select {
 		case <-j.done:
@@ -127,12 +128,13 @@ func (s *Store) writeGrouped(ctx context.Context, j *writeJob) ([]store.CallResu
 		case s.gate <- struct{}{}:
 			s.writeGroup(ctx)
 			s.release()
-		case <-ctx.Done():
+		case <-ended:
 			if s.queue.withdraw(j) {
 				return nil, wrapErr(ctx, "write calls", ctx.Err())
 			}
-			<-j.done // a group has it: its outcome is on its way
-			return j.res, j.err
+			// A group has it and its outcome is on its way, unless the group could not begin
+			// and put it back: keep taking the writer until it is done.
+			ended = nil
 		}
 	}
 }

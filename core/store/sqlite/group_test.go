@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +27,13 @@ func groupWrite(org, id string) store.Write {
 
 func openGroupStore(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "callwire.db"))
+	return openGroupStoreAt(t, filepath.Join(t.TempDir(), "callwire.db"))
+}
+
+// openGroupStoreAt opens and migrates a store at path, with the organization "org".
+func openGroupStoreAt(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +190,63 @@ func TestGroupBounds(t *testing.T) {
 	}
 	if got := q.take(); len(got) != 0 {
 		t.Errorf("empty queue gave %d writes", len(got))
+	}
+}
+
+// TestGroupPutsBackWritesWhenTheFirstGivesUp: when the file's write lock is held elsewhere and
+// the group's first write gives up waiting for it, that write fails alone; the others wait for
+// the next group and are written once the lock is free.
+func TestGroupPutsBackWritesWhenTheFirstGivesUp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "callwire.db")
+	s := openGroupStoreAt(t, path)
+	// Another connection holds the file's write lock, as another process would.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	s.gate <- struct{}{}
+	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	var first, second error
+	firstDone := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(firstDone)
+		_, first = s.WriteCalls(short, groupWrite("org", "first"))
+	})
+	queued(t, s, 1)
+	wg.Go(func() { _, second = s.WriteCalls(t.Context(), groupWrite("org", "second")) })
+	queued(t, s, 2)
+	s.release()
+	select { // the first gives up waiting for the lock; the second is put back and waits
+	case <-firstDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first write did not give up")
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if !errors.Is(first, store.ErrUnavailable) {
+		t.Errorf("first write: error %v, want ErrUnavailable", first)
+	}
+	if second != nil {
+		t.Errorf("second write: %v", second)
+	}
+	if _, evs, err := s.GetCall(t.Context(), "org", "sip", "second"); err != nil || len(evs) != 1 {
+		t.Errorf("second call: %d events, error %v; want stored", len(evs), err)
+	}
+	if _, _, err := s.GetCall(t.Context(), "org", "sip", "first"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("first call stored (error %v)", err)
 	}
 }
