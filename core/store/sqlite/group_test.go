@@ -250,3 +250,44 @@ func TestGroupPutsBackWritesWhenTheFirstGivesUp(t *testing.T) {
 		t.Errorf("first call stored (error %v)", err)
 	}
 }
+
+// TestWriteManyCalls: a write of many calls, some on file and some new, more than one run of
+// each, gives every call its result (the stored ID, Created only for the new) and stores each
+// event once.
+func TestWriteManyCalls(t *testing.T) {
+	s := openGroupStore(t)
+	many := func(from, to int) store.Write {
+		w := groupWrite("org", "x")
+		w.Calls = nil
+		for i := from; i < to; i++ {
+			c := groupWrite("org", fmt.Sprint("many-", i)).Calls[0]
+			c.Events[0].ID = fmt.Sprint("event-", i, "-", from)
+			w.Calls = append(w.Calls, c)
+		}
+		return w
+	}
+	if _, err := s.WriteCalls(t.Context(), many(0, 67)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.WriteCalls(t.Context(), many(30, 160))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, r := range res {
+		i := 30 + n
+		if want := i >= 67; r.Created != want || r.ID != fmt.Sprint("call-many-", i) {
+			t.Errorf("call %d: created %v, id %q; want created %v", i, r.Created, r.ID, want)
+		}
+		if dup := i < 67; r.Events[0].Duplicate != dup {
+			t.Errorf("call %d: event duplicate %v, want %v", i, r.Events[0].Duplicate, dup)
+		}
+	}
+	var calls, events int
+	if err := s.reader.QueryRowContext(t.Context(), `SELECT (SELECT count(*) FROM calls), (SELECT count(*) FROM call_events)`).
+		Scan(&calls, &events); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 160 || events != 160 {
+		t.Errorf("%d calls and %d events stored, want 160 of each", calls, events)
+	}
+}
