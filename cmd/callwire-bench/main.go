@@ -372,6 +372,7 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 			return err
 		}
 		st = pst
+		defer st.Close()
 		pcfg, err := pgxpool.ParseConfig(schemaURL)
 		if err != nil {
 			return fmt.Errorf("raw ceiling: %w", err)
@@ -391,6 +392,7 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 			return err
 		}
 		st = sst
+		defer st.Close()
 		if lite, err = openSQLiteRaw(co.databasePath); err != nil {
 			return err
 		}
@@ -403,7 +405,6 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 	default:
 		return fmt.Errorf("unknown store %q", o.store)
 	}
-	defer st.Close()
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}

@@ -22,21 +22,19 @@ type writeStmts struct {
 	insertCall *sql.Stmt
 	// updateCall merges a write into an existing call and returns its client matches.
 	updateCall *sql.Stmt
-	// insertEvent appends an event unless its dedupe key is on file, returning its ID if stored.
-	insertEvent *sql.Stmt
 	// findEvent returns the stored ID of an event by its dedupe key.
 	findEvent *sql.Stmt
 	// checkKey runs a KeyCheck.
 	checkKey *sql.Stmt
-	// insertEvents[k] appends 2<<k events at once, each unless its dedupe key is on file,
+	// insertEvents[k] appends 1<<k events at once, each unless its dedupe key is on file,
 	// returning the call, dedupe key and ID of each stored.
-	insertEvents [maxEventRowsLog]*sql.Stmt
+	insertEvents [maxEventRowsLog + 1]*sql.Stmt
 }
 
-// maxEventRowsLog bounds the rows of one event insert: 2<<(maxEventRowsLog-1), 64.
+// maxEventRowsLog bounds the rows of one event insert: 1<<maxEventRowsLog, 64.
 const maxEventRowsLog = 6
 
-// insertEventsSQL is insertEventSQL for n rows.
+// insertEventsSQL appends n events, each unless its dedupe key is on file.
 func insertEventsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO call_events (org_id, event_id, call_id, type, dedupe_key, sequence,
@@ -74,12 +72,6 @@ const (
 		WHERE org_id = ?10 AND call_id = ?11
 		RETURNING clients`
 
-	insertEventSQL = `INSERT INTO call_events (org_id, event_id, call_id, type, dedupe_key, sequence,
-		provider_event_id, occurred_at, order_at, received_at, body)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
-		RETURNING event_id`
-
 	findEventSQL = `SELECT event_id FROM call_events WHERE org_id = ? AND call_id = ? AND dedupe_key = ?`
 
 	checkKeySQL = `SELECT 1 FROM api_keys WHERE client_id = ? AND secret_hash = ?
@@ -103,7 +95,6 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&w.findCall, findCallSQL},
 		{&w.insertCall, insertCallSQL},
 		{&w.updateCall, updateCallSQL},
-		{&w.insertEvent, insertEventSQL},
 		{&w.findEvent, findEventSQL},
 		{&w.checkKey, checkKeySQL},
 	} {
@@ -115,7 +106,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		*p.dst = stmt
 	}
 	for k := range w.insertEvents {
-		stmt, err := db.PrepareContext(ctx, insertEventsSQL(2<<k))
+		stmt, err := db.PrepareContext(ctx, insertEventsSQL(1<<k))
 		if err != nil {
 			w.close()
 			return fmt.Errorf("prepare: %w", err)
@@ -128,7 +119,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 // close closes whichever statements are prepared.
 func (w *writeStmts) close() {
-	for _, s := range append([]*sql.Stmt{w.findCall, w.insertCall, w.updateCall, w.insertEvent, w.findEvent, w.checkKey},
+	for _, s := range append([]*sql.Stmt{w.findCall, w.insertCall, w.updateCall, w.findEvent, w.checkKey},
 		w.insertEvents[:]...) {
 		if s != nil {
 			_ = s.Close()
@@ -152,16 +143,16 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 
 // txStmts are the writer's prepared statements bound to one transaction.
 type txStmts struct {
-	findCall, insertCall, updateCall, insertEvent, findEvent, checkKey *sql.Stmt
-	insertEvents                                                       [maxEventRowsLog]*sql.Stmt
+	findCall, insertCall, updateCall, findEvent, checkKey *sql.Stmt
+	insertEvents                                          [maxEventRowsLog + 1]*sql.Stmt
 }
 
 // bind returns the statements of w bound to tx.
 func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) txStmts {
 	t := txStmts{
 		findCall: tx.StmtContext(ctx, w.findCall), insertCall: tx.StmtContext(ctx, w.insertCall),
-		updateCall: tx.StmtContext(ctx, w.updateCall), insertEvent: tx.StmtContext(ctx, w.insertEvent),
-		findEvent: tx.StmtContext(ctx, w.findEvent), checkKey: tx.StmtContext(ctx, w.checkKey),
+		updateCall: tx.StmtContext(ctx, w.updateCall), findEvent: tx.StmtContext(ctx, w.findEvent),
+		checkKey: tx.StmtContext(ctx, w.checkKey),
 	}
 	for k, s := range w.insertEvents {
 		t.insertEvents[k] = tx.StmtContext(ctx, s)
@@ -227,7 +218,7 @@ func writeCalls(ctx context.Context, st txStmts, w store.Write) ([]store.CallRes
 type eventRef struct{ i, j int }
 
 // writeEvents appends the events of w, its calls in order, to the calls results hold, and sets
-// each event's result: a multi-row insert per run of up to 64 events, a run of one alone.
+// each event's result: a multi-row insert per run of up to 64 events.
 func writeEvents(ctx context.Context, st txStmts, w store.Write, order []int, results []store.CallResult) error {
 	var refs []eventRef
 	for _, i := range order {
@@ -236,13 +227,10 @@ func writeEvents(ctx context.Context, st txStmts, w store.Write, order []int, re
 		}
 	}
 	received := encTime(w.ReceivedAt)
-	args := make([]any, 0, 11*min(len(refs), 2<<(maxEventRowsLog-1)))
+	args := make([]any, 0, 11*min(len(refs), 1<<maxEventRowsLog))
 	for len(refs) > 0 {
-		if len(refs) == 1 {
-			return writeEvent(ctx, st, w, refs[0], results, received)
-		}
-		k := min(bits.Len(uint(len(refs)))-2, maxEventRowsLog-1) // the largest run of 2<<k that fits
-		run := refs[:2<<k]
+		k := min(bits.Len(uint(len(refs)))-1, maxEventRowsLog) // the largest run of 1<<k that fits
+		run := refs[:1<<k]
 		refs = refs[len(run):]
 		args = args[:0]
 		for _, r := range run {
@@ -291,22 +279,6 @@ func storedEvents(ctx context.Context, stmt *sql.Stmt, args []any) (map[[2]strin
 		stored[[2]string{call, key}] = id
 	}
 	return stored, rows.Err()
-}
-
-// writeEvent appends one event, or finds the one on file with its dedupe key.
-func writeEvent(ctx context.Context, st txStmts, w store.Write, r eventRef, results []store.CallResult, received string) error {
-	c, e, res := &w.Calls[r.i], &w.Calls[r.i].Events[r.j], &results[r.i].Events[r.j]
-	callID := results[r.i].ID
-	err := st.insertEvent.QueryRowContext(ctx, w.OrgID, e.ID, callID, e.Type, e.DedupeKey, e.Sequence,
-		e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body)).Scan(&res.ID)
-	if errors.Is(err, sql.ErrNoRows) {
-		res.Duplicate = true
-		err = st.findEvent.QueryRowContext(ctx, w.OrgID, callID, e.DedupeKey).Scan(&res.ID)
-	}
-	if err != nil {
-		return fmt.Errorf("call %s/%s: event %q: %w", c.Provider, c.ProviderCallID, e.DedupeKey, err)
-	}
-	return nil
 }
 
 // knownEventsChunk bounds the references asked in one statement, well inside SQLite's limit on

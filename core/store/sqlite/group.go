@@ -186,42 +186,47 @@ func (s *Store) writeGroup(ctx context.Context) {
 		_ = tx.Rollback()
 		failAll(live, wrapErr(wctx, "write calls", err))
 	}
-	if len(live) == 1 {
-		res, err := writeCalls(wctx, st, lead.w)
-		if err != nil {
-			_ = tx.Rollback()
-			lead.finish(nil, wrapErr(lead.ctx, "write calls", err))
-			return
+	// A lone write needs no savepoint: its failure rolls the transaction back.
+	grouped := len(live) > 1
+	savepoint := func(stmt string) error {
+		if !grouped {
+			return nil
 		}
-		if err := tx.Commit(); err != nil {
-			lead.finish(nil, wrapErr(lead.ctx, "write calls", err))
-			return
-		}
-		lead.finish(res, nil)
-		return
+		_, err := tx.ExecContext(wctx, stmt)
+		return err
 	}
 	for _, j := range live {
-		if _, err := tx.ExecContext(wctx, "SAVEPOINT write"); err != nil {
+		if err := savepoint("SAVEPOINT write"); err != nil {
 			abort(fmt.Errorf("savepoint: %w", err))
 			return
 		}
 		res, err := writeCalls(wctx, st, j.w)
 		if err != nil {
 			j.err = wrapErr(j.ctx, "write calls", err)
-			if _, rerr := tx.ExecContext(wctx, "ROLLBACK TO write"); rerr != nil {
-				abort(fmt.Errorf("rollback to savepoint: %w", rerr))
+			if !grouped {
+				_ = tx.Rollback()
+				close(j.done)
+				return
+			}
+			if err := savepoint("ROLLBACK TO write"); err != nil {
+				abort(fmt.Errorf("rollback to savepoint: %w", err))
 				return
 			}
 		} else {
 			j.res = res
 		}
-		if _, err := tx.ExecContext(wctx, "RELEASE write"); err != nil {
+		if err := savepoint("RELEASE write"); err != nil {
 			abort(fmt.Errorf("release savepoint: %w", err))
 			return
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		failAll(live, wrapErr(wctx, "write calls", err))
+		for _, j := range live {
+			if j.err == nil {
+				j.res, j.err = nil, wrapErr(j.ctx, "write calls", err)
+			}
+			close(j.done)
+		}
 		return
 	}
 	for _, j := range live {

@@ -47,6 +47,38 @@ func openGroupStoreAt(t *testing.T, path string) *Store {
 	return s
 }
 
+// holdWriteLock takes the write lock of the SQLite file at path on a connection of its own, as
+// another process would, and returns what gives it up; it is given up when t ends at the latest.
+func holdWriteLock(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		conn.Close()
+		db.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := conn.ExecContext(context.WithoutCancel(t.Context()), "ROLLBACK"); err != nil {
+				t.Errorf("give up the write lock: %v", err)
+			}
+			conn.Close()
+			db.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
 // queued waits until n writes wait in s's queue.
 func queued(t *testing.T, s *Store, n int) {
 	t.Helper()
@@ -199,20 +231,7 @@ func TestGroupBounds(t *testing.T) {
 func TestGroupPutsBackWritesWhenTheFirstGivesUp(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "callwire.db")
 	s := openGroupStoreAt(t, path)
-	// Another connection holds the file's write lock, as another process would.
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	release := holdWriteLock(t, path)
 
 	s.gate <- struct{}{}
 	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -233,9 +252,7 @@ func TestGroupPutsBackWritesWhenTheFirstGivesUp(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first write did not give up")
 	}
-	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	wg.Wait()
 	if !errors.Is(first, store.ErrUnavailable) {
 		t.Errorf("first write: error %v, want ErrUnavailable", first)

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -153,24 +152,11 @@ func TestUnavailableWhenWriterBusy(t *testing.T) {
 	s := openAt(t, path)
 
 	// Another connection to the file holds the write lock, as another process would.
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.ExecContext(context.WithoutCancel(t.Context()), "ROLLBACK")
+	defer sqlite.HoldWriteLock(t, path)()
 
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	err = s.CreateOrg(ctx, store.Org{ID: "org-1", Name: "Clinic"})
+	err := s.CreateOrg(ctx, store.Org{ID: "org-1", Name: "Clinic"})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("CreateOrg while another connection writes: error = %v, want ErrUnavailable", err)
 	}

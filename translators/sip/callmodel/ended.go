@@ -115,9 +115,9 @@ func (t *Tracker) lateToBuried(w *wire) bool {
 }
 
 // liveBurial reports whether b is the deadline of a call still buried.
-func (t *Tracker) liveBurial(b burial) (endedCall, bool) {
+func (t *Tracker) liveBurial(b burial) bool {
 	e, ok := t.buried[b.key]
-	return e, ok && e.forgetAt == b.at && e.gen == b.gen
+	return ok && e.forgetAt == b.at && e.gen == b.gen
 }
 
 // firstBurial returns the earliest deadline of a call still buried, dropping those of calls
@@ -125,7 +125,7 @@ func (t *Tracker) liveBurial(b burial) (endedCall, bool) {
 func (t *Tracker) firstBurial() (burial, bool) {
 	for len(t.burials) > 0 {
 		b := t.burials[0]
-		if _, ok := t.liveBurial(b); ok {
+		if t.liveBurial(b) {
 			return b, true
 		}
 		t.burials.pop()

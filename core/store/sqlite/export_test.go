@@ -1,0 +1,4 @@
+package sqlite
+
+// HoldWriteLock is holdWriteLock, for the package's external tests.
+var HoldWriteLock = holdWriteLock
