@@ -3,7 +3,10 @@
 // endpoint's success body and the raw SIP of the SIP observer's events.
 package jsontext
 
-import "unicode/utf8"
+import (
+	"math/bits"
+	"unicode/utf8"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -15,7 +18,11 @@ func AppendString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		for i+8 <= len(s) && plainASCII(load64(s, i)) {
+		for i+8 <= len(s) {
+			if m := flagged(load64(s, i)); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3 // the first byte to look at
+				break
+			}
 			i += 8
 		}
 		if i >= len(s) {
@@ -37,6 +44,11 @@ func AppendString[T string | []byte](b []byte, s T) []byte {
 			case '\n':
 				b = append(b, '\\', 'n')
 			case '\r':
+				if i+1 < len(s) && s[i+1] == '\n' { // a line end, once a line
+					b = append(b, '\\', 'r', '\\', 'n')
+					i++
+					break
+				}
 				b = append(b, '\\', 'r')
 			case '\t':
 				b = append(b, '\\', 't')
@@ -73,10 +85,11 @@ func load64[T string | []byte](s T, i int) uint64 {
 		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 }
 
-// plainASCII reports whether none of the eight bytes of x needs escaping or decoding: none is
-// below 0x20, a quote, a backslash, or outside ASCII. It is the has-less-than and has-zero-byte
-// tests on every byte at once, which can only err on a byte beyond one that qualifies.
-func plainASCII(x uint64) bool {
+// flagged returns the high bit of each of the eight bytes of x that may need escaping or
+// decoding: a byte below 0x20, a quote, a backslash, or one outside ASCII. It is the
+// has-less-than and has-zero-byte tests on every byte at once, which can only err on a byte
+// beyond one that qualifies, so the lowest bit set is always a byte that does.
+func flagged(x uint64) uint64 {
 	const (
 		ones  = 0x0101010101010101
 		highs = 0x8080808080808080
@@ -86,7 +99,7 @@ func plainASCII(x uint64) bool {
 	quote = (quote - ones) &^ quote
 	slash := x ^ ('\\' * ones)
 	slash = (slash - ones) &^ slash
-	return (below|quote|slash|x)&highs == 0
+	return (below | quote | slash | x) & highs
 }
 
 func decodeRune[T string | []byte](s T) (rune, int) {

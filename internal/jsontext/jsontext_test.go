@@ -101,3 +101,27 @@ func BenchmarkAppendString(b *testing.B) {
 		buf = AppendString(buf[:0], msg)
 	}
 }
+
+// BenchmarkAppendStringInvite escapes an INVITE with its SDP, as the SIP observer does for the
+// raw of every event: short lines, each ending in CRLF, with quotes in its name-addrs.
+func BenchmarkAppendStringInvite(b *testing.B) {
+	msg := []byte("INVITE sip:+15551230100@10.0.0.20:5060 SIP/2.0\r\n" +
+		"Via: SIP/2.0/UDP 203.0.113.5:5060;branch=z9hG4bK-524287-1---77ad4cc0a0e4ad2c;rport\r\n" +
+		"Max-Forwards: 69\r\n" +
+		"From: \"Zoë Ünal\" <sip:+15557654321@203.0.113.5>;tag=8c2a1b\r\n" +
+		"To: <sip:+15551230100@10.0.0.20>\r\n" +
+		"Call-ID: 1-4242@203.0.113.5\r\n" +
+		"CSeq: 1 INVITE\r\n" +
+		"Contact: <sip:+15557654321@203.0.113.5:5060>\r\n" +
+		"P-Asserted-Identity: \"Zoe Unal\" <sip:+15557654321@carrier.example>\r\n" +
+		"Allow: INVITE, ACK, CANCEL, OPTIONS, BYE, REFER, NOTIFY, UPDATE\r\n" +
+		"Content-Type: application/sdp\r\n" +
+		"Content-Length: 152\r\n\r\n" +
+		"v=0\r\no=- 4242 4242 IN IP4 203.0.113.5\r\ns=-\r\nc=IN IP4 203.0.113.5\r\nt=0 0\r\n" +
+		"m=audio 6000 RTP/AVP 0 8 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:101 telephone-event/8000\r\na=sendrecv\r\n")
+	buf := make([]byte, 0, 2*len(msg))
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		buf = AppendString(buf[:0], msg)
+	}
+}
