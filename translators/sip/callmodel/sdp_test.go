@@ -201,3 +201,16 @@ func TestMessageSDP(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReadSDP reads a typical offer: one audio stream, three codecs, no direction.
+func BenchmarkReadSDP(b *testing.B) {
+	body := []byte(sdpText("v=0", "o=- 4711 1 IN IP4 198.51.100.7", "s=-", "c=IN IP4 198.51.100.7", "t=0 0",
+		"m=audio 20000 RTP/AVP 0 8 101", "a=rtpmap:0 PCMU/8000", "a=rtpmap:8 PCMA/8000",
+		"a=rtpmap:101 telephone-event/8000", "a=ptime:20", "a=sendrecv"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := readSDP(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
