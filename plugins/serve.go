@@ -210,7 +210,7 @@ func (em *streamEmitter) send(m *pb.TranslatorMessage) error {
 
 // Emit implements Emitter.
 func (em *streamEmitter) Emit(ctx context.Context, e event.Event) error {
-	data, err := json.Marshal(e)
+	data, err := e.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("emit: encode event: %w", err)
 	}

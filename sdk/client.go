@@ -271,7 +271,7 @@ func (c *Client) SendOne(ctx context.Context, e event.Event) (Result, error) {
 	if err := e.Validate(); err != nil {
 		return Result{}, &Error{Code: "invalid event", Message: err.Error(), Err: err}
 	}
-	body, err := json.Marshal(e)
+	body, err := e.MarshalJSON()
 	if err != nil {
 		return Result{}, &Error{Code: "invalid event", Message: err.Error(), Err: err}
 	}

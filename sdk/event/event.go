@@ -349,7 +349,5 @@ func itoa(n int64) string {
 // MarshalJSON encodes the event as canonical JSON: fields in a fixed order, absent fields left
 // out, occurredAt in UTC.
 func (e Event) MarshalJSON() ([]byte, error) {
-	type plain Event
-	e.OccurredAt = e.OccurredAt.UTC()
-	return json.Marshal(plain(e))
+	return e.AppendJSON(make([]byte, 0, 384+len(e.Raw)+len(e.Raw)/16))
 }

@@ -295,7 +295,7 @@ func (o *Outbox) Add(ctx context.Context, source string, e event.Event) error {
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("outbox: add: %w", err)
 	}
-	body, err := json.Marshal(e)
+	body, err := e.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("outbox: add: %w", err)
 	}
