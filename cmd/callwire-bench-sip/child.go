@@ -146,10 +146,16 @@ func contextSwitches() uint64 {
 }
 
 // countingEmitter takes every event at once and counts it, as an agent with a fast outbox would.
+// It first encodes the event as the translator's emitter does before it writes it to the agent
+// (plugins' Emit), so that encoding is counted in the translating proxy's cost; the write to the
+// agent's socket is not.
 type countingEmitter struct{ n atomic.Uint64 }
 
-// Emit counts e.
-func (c *countingEmitter) Emit(_ context.Context, _ event.Event) error {
+// Emit encodes e and counts it.
+func (c *countingEmitter) Emit(_ context.Context, e event.Event) error {
+	if _, err := e.MarshalJSON(); err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
 	c.n.Add(1)
 	return nil
 }
