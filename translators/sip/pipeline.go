@@ -16,7 +16,8 @@ import (
 // model is what the pipeline needs of the call model (a *callmodel.Tracker). It is used from one
 // goroutine only.
 type model interface {
-	Observe(callmodel.Message) []event.Event
+	// ObserveAppend appends the events a message causes to dst.
+	ObserveAppend(dst []event.Event, m callmodel.Message) []event.Event
 	Expire(now time.Time) []event.Event
 	NextExpiry() time.Time
 	Stats() callmodel.Stats
@@ -44,6 +45,8 @@ type pipeline struct {
 	lastAt, seenAt time.Time
 	// armed is when, on the wall clock, the expiry timer is set to fire; zero once it fired.
 	armed time.Time
+	// evs is the model's goroutine's slice for a message's events, reused from one to the next.
+	evs []event.Event
 }
 
 // maxAhead is how far ahead of the wall clock a message's time may be and still move the
@@ -187,16 +190,19 @@ func (p *pipeline) advance(at time.Time) {
 	}
 }
 
-// observe runs the model on m; a panic in the model is contained and logged, never fatal.
+// observe runs the model on m; a panic in the model is contained and logged, never fatal. The
+// events returned are valid until the next observe: queue them at once.
 func (p *pipeline) observe(m callmodel.Message) (evs []event.Event) {
 	p.advance(m.At)
+	clear(p.evs) // what the previous message's events held, handed on already
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("sip observer: the call model failed on a message; it was skipped", "panic", r)
 			evs = nil
 		}
 	}()
-	return p.model.Observe(m)
+	p.evs = p.model.ObserveAppend(p.evs[:0], m)
+	return p.evs
 }
 
 func (p *pipeline) expire() (evs []event.Event) {

@@ -35,12 +35,12 @@ func (f *fakeModel) ev(call string, typ event.Type, at time.Time) event.Event {
 	return e
 }
 
-func (f *fakeModel) Observe(m callmodel.Message) []event.Event {
+func (f *fakeModel) ObserveAppend(dst []event.Event, m callmodel.Message) []event.Event {
 	if m.Transport == f.panicOn {
 		panic("model fault")
 	}
 	f.deadline[m.Transport] = m.At.Add(10 * time.Second)
-	return []event.Event{f.ev(m.Transport, event.CallReceived, m.At)}
+	return append(dst, f.ev(m.Transport, event.CallReceived, m.At))
 }
 
 func (f *fakeModel) Expire(now time.Time) []event.Event {

@@ -109,6 +109,9 @@ type Tracker struct {
 	timers timers // the calls' deadlines
 
 	w wire // the message Observe is reading
+	// scratch holds the events of the message being read: a reading's events are returned in
+	// it (see one), and ObserveAppend copies them out before the next reading.
+	scratch [2]event.Event
 
 	recovered int // panics the guard in Observe caught: a bug, which tests look for
 
@@ -215,7 +218,21 @@ func fnvUint(h uint64, v uint64) uint64 {
 // Observe reads one message and returns the events it causes, in order (usually none). It never
 // panics: malformed or irrelevant input is counted in Stats and returns nil. m.SIP, when set, is
 // only read.
-func (t *Tracker) Observe(m Message) (out []event.Event) {
+func (t *Tracker) Observe(m Message) []event.Event {
+	return t.ObserveAppend(nil, m)
+}
+
+// ObserveAppend is Observe with the events appended to dst, so that a caller that hands them
+// on at once can use one slice for every message. It returns the extended slice; dst is
+// returned unchanged when the message causes no event.
+func (t *Tracker) ObserveAppend(dst []event.Event, m Message) []event.Event {
+	out := t.observe(m)
+	dst = append(dst, out...)
+	clear(out) // the scratch keeps no raw alive
+	return dst
+}
+
+func (t *Tracker) observe(m Message) (out []event.Event) {
 	t.stats.Messages++
 	defer func() {
 		// A guard, not a path: the readings do not panic, and a bug in them must cost one
@@ -470,7 +487,7 @@ func (t *Tracker) initialInvite(c *call, w *wire) []event.Event {
 			// Another caller's INVITE on the Call-ID of an answered call: a new call, and the
 			// old one's BYE was lost.
 			if _, ok := t.peekCall(w); ok {
-				out = c.supersede(t, w.m.At)
+				out = append(out, c.supersede(t, w.m.At)...) // a copy: start reuses the scratch
 				t.stats.Inferred++
 			}
 		}
@@ -712,6 +729,7 @@ func (t *Tracker) Expire(now time.Time) []event.Event {
 		t.retire(c)
 	}
 	t.expireBuried(now) // those buried before and by the loop above
+	clear(t.scratch[:])
 	return out
 }
 
