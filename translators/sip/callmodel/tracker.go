@@ -72,7 +72,7 @@ type Stats struct {
 	Dropped uint64
 	// Inferred counts calls ended by Expire rather than by a message.
 	Inferred uint64
-	// Forgotten counts calls forgotten after their grace.
+	// Forgotten counts ended calls forgotten: after their grace, or earlier to make room.
 	Forgotten uint64
 }
 
@@ -541,22 +541,17 @@ func (t *Tracker) peekCall(w *wire) (*call, bool) {
 	return c, ok
 }
 
-// makeRoom reports whether a new call may be held. When the tracker is full it evicts the oldest
-// call that never got a response, else forgets the ended call closest to being forgotten.
+// makeRoom reports whether a new call may be held. When the tracker is full it forgets the ended
+// call whose grace runs out first, else evicts the oldest call that never got a response. Ended
+// calls go first: they are held only to absorb late copies, and at a proxy's rates they are most
+// of what the tracker holds, so evicting the newest calls first would lose live ones (an INVITE
+// whose 100 Trying is a millisecond away) at every call, under nothing worse than steady load.
 func (t *Tracker) makeRoom() bool {
 	if len(t.calls)+len(t.buried) < t.cfg.MaxCalls {
 		return true
 	}
-	if c := t.fresh.popFirst(t, stillFresh); c != nil {
-		delete(t.calls, c.callID)
-		c.gone = true
-		t.stats.Evicted++
-		return true
-	}
-	// No call waits for a first response: make room by forgetting the ended call whose grace
-	// runs out first, if any (Expire was not called in time): the first buried, or the first of
-	// the ended queue still held (calls end in the order the tracker sees them end), whichever
-	// runs out first.
+	// The first buried, or the first of the ended queue still held (calls end in the order the
+	// tracker sees them end), whichever runs out first.
 	b, isBuried := t.firstBurial()
 	if c := t.ended.peek(t, held); c != nil && (!isBuried || c.forgetAt.UnixNano() < b.at) {
 		t.ended.popFirst(t, held)
@@ -566,6 +561,14 @@ func (t *Tracker) makeRoom() bool {
 	if isBuried {
 		t.burials.pop()
 		t.forgetBuried(b)
+		return true
+	}
+	// Every call held is live: evict the oldest that never got a response (a flood of INVITEs
+	// that nobody answers, say).
+	if c := t.fresh.popFirst(t, stillFresh); c != nil {
+		delete(t.calls, c.callID)
+		c.gone = true
+		t.stats.Evicted++
 		return true
 	}
 	return false

@@ -299,6 +299,46 @@ func TestMaxCallsForgetsEndedCallsFirst(t *testing.T) {
 	}
 }
 
+// TestMaxCallsKeepsLiveCallsOverEndedOnes: a full tracker forgets an ended call before it
+// evicts a live one, even one whose INVITE has had no response yet. At a proxy's rates the
+// tracker is full of ended calls, and a new call arrives between every INVITE and its 100.
+func TestMaxCallsKeepsLiveCallsOverEndedOnes(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxCalls = 3
+	tr, err := NewTracker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"a@x", "b@x"} {
+		at := flowBase.Add(time.Duration(i) * time.Second)
+		tr.Observe(inboundInvite(id, at))
+		busy := ringing(id, at)
+		busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+		if evs := tr.Observe(busy); len(evs) != 2 {
+			t.Fatalf("busy gave %v", evs)
+		}
+	}
+	at := flowBase.Add(2 * time.Second)
+	for _, id := range []string{"fresh@x", "next@x"} {
+		if evs := tr.Observe(inboundInvite(id, at)); len(evs) != 1 {
+			t.Fatalf("%s: INVITE gave %v", id, evs)
+		}
+	}
+	if s := tr.Stats(); s.Evicted != 0 || s.Dropped != 0 || s.Forgotten != 1 || !tr.holds("fresh@x") || !tr.holds("next@x") {
+		t.Fatalf("stats %+v; fresh@x held %v, next@x held %v: want an ended call forgotten, none evicted",
+			s, tr.holds("fresh@x"), tr.holds("next@x"))
+	}
+	// The call whose INVITE had no response yet goes on as if nothing happened.
+	if evs := tr.Observe(ringing("fresh@x", at)); len(evs) != 0 {
+		t.Fatalf("180 gave %v", evs)
+	}
+	busy := ringing("fresh@x", at.Add(time.Second))
+	busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+	if evs := tr.Observe(busy); len(evs) != 2 || evs[1].Type != event.CallEnded {
+		t.Fatalf("486 gave %v", evs)
+	}
+}
+
 // TestMaxCallsForgetsEndedCallsInOrder: under a sustained rate of calls that end faster than
 // Grace forgets them, a full tracker makes room by forgetting the call that ended first, one per
 // new call, and its queues stay bounded whether or not Expire runs meanwhile.
