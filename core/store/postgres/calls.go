@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,6 +75,37 @@ FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[],
 	AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
 ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
 RETURNING e.dedupe_key`
+
+// maxEventRows is the most events a one-call write sends as rows of scalar parameters
+// (eventRowsSQL) rather than as arrays (insertEventsSQL). A report is one to three events:
+// encoding eight arrays for them cost the server more than the statement cost PostgreSQL.
+const maxEventRows = 4
+
+// eventRowsSQL is insertEventsSQL for n events given as n rows of eight parameters each, from
+// $5: id, type, dedupe key, sequence, provider event ID, occurredAt, order time, body.
+func eventRowsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`
+INSERT INTO call_events AS e (org_id, id, call_id, type, dedupe_key, sequence, provider_event_id,
+	occurred_at, order_at, received_at, body)
+SELECT $1, n.id, (SELECT id FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3),
+	n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at, n.order_at,
+	COALESCE($4, now()), n.body
+FROM (VALUES `)
+	for i := range n {
+		p := 5 + 8*i
+		if i > 0 {
+			b.WriteString(",\n\t")
+		}
+		fmt.Fprintf(&b, "($%d::text, $%d::text, $%d::text, $%d::bigint, $%d::text, $%d::timestamptz, $%d::timestamptz, $%d::json)",
+			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7)
+	}
+	b.WriteString(`)
+	AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
+ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
+RETURNING e.dedupe_key`)
+	return b.String()
+}
 
 // eventIDsSQL returns the ID of each of the call's events with one of the given dedupe keys. It
 // is read only for duplicates, after the write: a stored event keeps the ID the writer gave it,
@@ -203,6 +235,15 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 			continue
 		}
 		n := len(c.Events)
+		if n <= maxEventRows {
+			args := make([]any, 0, 4+8*n)
+			args = append(args, w.OrgID, c.Provider, c.ProviderCallID, received)
+			for _, e := range c.Events {
+				args = append(args, e.ID, e.Type, e.DedupeKey, e.Sequence, e.ProviderEventID, e.OccurredAt, e.OrderAt, e.Body)
+			}
+			b.Queue(s.eventRows[n], args...)
+			continue
+		}
 		ids, types, keys, peids := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		seqs := make([]int64, n)
 		occurred, ordered := make([]time.Time, n), make([]time.Time, n)

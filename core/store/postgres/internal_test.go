@@ -123,15 +123,16 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 		}
 		return w
 	}
-	// Warm up: the first Write of one call and of several on a connection prepares their
-	// statements, one more round trip.
-	for _, calls := range []int{1, 2} {
+	// Warm up: the first Write of each shape on a connection prepares its statements, one more
+	// round trip. A call's few events are rows of parameters, its many an array each.
+	for _, size := range []struct{ calls, events int }{{1, 1}, {1, 50}, {2, 1}} {
 		before := trips()
-		if _, err := s.WriteCalls(t.Context(), write(calls, 1)); err != nil {
+		if _, err := s.WriteCalls(t.Context(), write(size.calls, size.events)); err != nil {
 			t.Fatal(err)
 		}
 		if n := trips() - before; n != 2 {
-			t.Errorf("first WriteCalls of %d calls on a connection took %d round trips, want 2 (prepare, then write)", calls, n)
+			t.Errorf("first WriteCalls of %d calls of %d events on a connection took %d round trips, want 2 (prepare, then write)",
+				size.calls, size.events, n)
 		}
 	}
 	for _, size := range []struct{ calls, events int }{{1, 1}, {1, 50}, {10, 5}, {50, 1}} {

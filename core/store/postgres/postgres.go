@@ -43,6 +43,8 @@ type Options struct {
 type Store struct {
 	pool           *pgxpool.Pool
 	acquireTimeout time.Duration
+	// eventRows[n] is insertEventsSQL for n events as rows of scalar parameters (eventRowsSQL).
+	eventRows [maxEventRows + 1]string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -75,6 +77,9 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 		cfg.MinConns = cfg.MaxConns
 	}
 	s := &Store{acquireTimeout: opts.AcquireTimeout}
+	for n := 1; n <= maxEventRows; n++ {
+		s.eventRows[n] = eventRowsSQL(n)
+	}
 	if s.acquireTimeout == 0 {
 		s.acquireTimeout = DefaultAcquireTimeout
 	}
