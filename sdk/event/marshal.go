@@ -444,13 +444,13 @@ func (c *compactor) number() bool {
 	case i < len(s) && s[i] == '0':
 		i++
 	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		i = runOfDigits(s, i)
+		i = digits(s, i)
 	default:
 		c.i = i
 		return false
 	}
 	if i < len(s) && s[i] == '.' {
-		if i = runOfDigits(s, i+1); i < 0 {
+		if i = digits(s, i+1); i < 0 {
 			return false
 		}
 	}
@@ -459,24 +459,13 @@ func (c *compactor) number() bool {
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
-		if i = runOfDigits(s, i); i < 0 {
+		if i = digits(s, i); i < 0 {
 			return false
 		}
 	}
 	c.dst = append(c.dst, s[c.i:i]...)
 	c.i = i
 	return true
-}
-
-func runOfDigits(s []byte, i int) int {
-	d := i
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	if i == d {
-		return -1
-	}
-	return i
 }
 
 // str copies a string at c.i (its opening quote), checking its escapes and control characters,

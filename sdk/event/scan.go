@@ -273,7 +273,7 @@ func (s *scanner) str() (string, bool) {
 
 // digits returns the end of the run of one or more decimal digits at t[i:], or -1 when there is
 // none.
-func digits(t string, i int) int {
+func digits[T string | []byte](t T, i int) int {
 	d := i
 	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
 		i++
