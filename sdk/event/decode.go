@@ -59,10 +59,12 @@ func ParseBody(data []byte) ([]Parsed, bool, error) {
 		case len(ev.items) > MaxBatch:
 			d.ps.add("events", "must hold at most "+strconv.Itoa(MaxBatch)+" events, got "+strconv.Itoa(len(ev.items)))
 		}
+		if ev.kind == kindArray && len(ev.items) <= MaxBatch {
+			out = make([]Parsed, 0, len(ev.items))
+		}
 		for i, item := range ev.items {
-			prefix := "events[" + strconv.Itoa(i) + "]"
 			if item.kind != kindObject {
-				d.event(item, prefix) // reports it
+				d.event(item, "events["+strconv.Itoa(i)+"]") // reports it
 				continue
 			}
 			// Decoded with paths relative to the item, which are prefixed only when there is a
@@ -70,9 +72,12 @@ func ParseBody(data []byte) ([]Parsed, bool, error) {
 			// than decoding them. An item's paths are its own, so its marks need no sharing.
 			sub := decoder{data: d.data}
 			p, ok := sub.event(item, "")
-			for _, pr := range sub.ps.list {
-				pr.Field = under(prefix, pr.Field)
-				d.ps.list = append(d.ps.list, pr)
+			if len(sub.ps.list) > 0 {
+				prefix := "events[" + strconv.Itoa(i) + "]"
+				for _, pr := range sub.ps.list {
+					pr.Field = under(prefix, pr.Field)
+					d.ps.list = append(d.ps.list, pr)
+				}
 			}
 			if ok {
 				out = append(out, p)
