@@ -229,7 +229,6 @@ func (s *Store) writeGroup(ctx context.Context) {
 		}
 		return
 	}
-	s.ckpt.committed()
 	for _, j := range live {
 		close(j.done)
 	}

@@ -47,8 +47,6 @@ type Store struct {
 	queue writeQueue
 	// reader is the pool reads use.
 	reader *sql.DB
-	// ckpt checkpoints the WAL after writes, on a connection of its own.
-	ckpt *checkpointer
 	// stmts are the writer connection's prepared statements, prepared on first use. Only the
 	// holder of gate touches them.
 	stmts writeStmts
@@ -87,9 +85,6 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		"_synchronous":  {"FULL"},
 		"_foreign_keys": {"1"},
 		"_txlock":       {"immediate"},
-		// The store checkpoints on a connection of its own (checkpoint.go), not in the commit
-		// that crosses SQLite's threshold.
-		"_pragma": {"wal_autocheckpoint(0)"},
 	}
 	readerParams := url.Values{
 		"_busy_timeout": {fmt.Sprint(ms)},
@@ -131,22 +126,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
 
-	// A checkpoint copies pages from the WAL to the file through a buffer of its own; the
-	// connection needs next to no page cache.
-	ckptParams := url.Values{"_busy_timeout": {fmt.Sprint(ms)}, "_pragma": {"cache_size(-64)"}}
-	ckptDB, err := sql.Open("sqlite", abs+"?"+ckptParams.Encode())
-	if err != nil {
-		writer.Close()
-		reader.Close()
-		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
-	}
-	ckptDB.SetMaxOpenConns(1)
-	ckptDB.SetMaxIdleConns(1)
-	ckptDB.SetConnMaxLifetime(0)
-	ckptDB.SetConnMaxIdleTime(0)
-
-	gate := make(chan struct{}, 1)
-	return &Store{writer: writer, reader: reader, gate: gate, ckpt: startCheckpointer(ctx, ckptDB, gate, restartFrames)}, nil
+	return &Store{writer: writer, reader: reader, gate: make(chan struct{}, 1)}, nil
 }
 
 // Migrate applies every embedded migration the database has not had yet. It is safe to call on
@@ -190,7 +170,7 @@ func (s *Store) Close() error {
 		defer s.release()
 		s.stmts.close()
 		s.closeReads()
-		s.closeErr = errors.Join(s.ckpt.close(), s.reader.Close(), s.writer.Close())
+		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("sqlite: close: %w", s.closeErr)
 		}
@@ -265,7 +245,6 @@ func (s *Store) withWriteTx(ctx context.Context, op string, fn func(tx *sql.Tx) 
 	if err := tx.Commit(); err != nil {
 		return wrapErr(ctx, op, err)
 	}
-	s.ckpt.committed()
 	return nil
 }
 
