@@ -148,7 +148,10 @@ func isIdent(s string) bool {
 }
 
 func (d *decoder) dupes(n *node, p string) {
-	for _, k := range n.dupKeys {
+	if n.dupKeys == nil {
+		return
+	}
+	for _, k := range *n.dupKeys {
 		d.typeProblem(member(p, k), "appears more than once")
 	}
 }
@@ -516,12 +519,14 @@ type field struct {
 type node struct {
 	kind kind
 	b    bool
-	str  string // string value (see esc), or number text
 	// esc is true for a string with escapes that scanTree read but did not unescape: str is then
 	// its JSON text after the opening quote, closing quote included. text gives the value.
-	esc     bool
-	fields  []field
-	dupKeys []string
+	esc    bool
+	str    string // string value (see esc), or number text
+	fields []field
+	// dupKeys are the keys an object repeats, nil when none (nearly always: a pointer, so that
+	// every node of a batch's tree is a slice header smaller).
+	dupKeys *[]string
 	items   []*node
 	// start and end are the byte offsets of an object in the input.
 	start, end int64
@@ -541,7 +546,7 @@ const indexFrom = 32
 // keep reports whether key, about to be read into an object whose members so far are fields, is
 // new: the first of duplicate keys wins. A key seen again is listed once in *dups. The caller
 // appends the kept member to the object's fields.
-func (k *keyIndex) keep(fields []field, dups *[]string, key string) bool {
+func (k *keyIndex) keep(fields []field, dups **[]string, key string) bool {
 	if k.index == nil && len(fields) >= indexFrom {
 		k.index = make(map[string]bool, 2*len(fields))
 		for _, f := range fields {
@@ -564,7 +569,10 @@ func (k *keyIndex) keep(fields []field, dups *[]string, key string) bool {
 			k.seen = map[string]bool{}
 		}
 		if !k.seen[key] {
-			*dups = append(*dups, key)
+			if *dups == nil {
+				*dups = new([]string)
+			}
+			**dups = append(**dups, key)
 			k.seen[key] = true
 		}
 		return false

@@ -18,7 +18,7 @@ func sameTree(a, b *node, path string) string {
 		return ""
 	case a.kind != b.kind || a.b != b.b || a.text() != b.text() || a.start != b.start || a.end != b.end:
 		return fmt.Sprintf("%s: %+v and %+v", path, *a, *b)
-	case len(a.fields) != len(b.fields) || len(a.items) != len(b.items) || strings.Join(a.dupKeys, ",") != strings.Join(b.dupKeys, ","):
+	case len(a.fields) != len(b.fields) || len(a.items) != len(b.items) || strings.Join(a.dups(), ",") != strings.Join(b.dups(), ","):
 		return path + ": shapes differ"
 	}
 	for i := range a.fields {
@@ -100,4 +100,12 @@ func FuzzScanTree(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkScan(t, data) })
+}
+
+// dups is n's repeated keys, empty when none.
+func (n *node) dups() []string {
+	if n.dupKeys == nil {
+		return nil
+	}
+	return *n.dupKeys
 }
