@@ -4,7 +4,7 @@ import (
 	"strconv"
 
 	"github.com/callwire/callwire/core/ingest"
-	"github.com/callwire/callwire/internal/jsontext"
+	"github.com/callwire/callwire/sdk/event"
 )
 
 // The success body of POST /api/v1/calls/events is written here, field by field, from the
@@ -41,11 +41,11 @@ func appendSuccess(b []byte, res ingest.Result) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"id":`...)
-		b = jsontext.AppendString(b, c.ID)
+		b = event.AppendJSONString(b, c.ID, false)
 		b = append(b, `,"providerCallId":`...)
-		b = jsontext.AppendString(b, c.ProviderCallID)
+		b = event.AppendJSONString(b, c.ProviderCallID, false)
 		b = append(b, `,"provider":`...)
-		b = jsontext.AppendString(b, c.Provider)
+		b = event.AppendJSONString(b, c.Provider, false)
 		b = append(b, `,"created":`...)
 		b = strconv.AppendBool(b, c.Created)
 		b = append(b, `,"crmClients":[`...)
@@ -54,9 +54,9 @@ func appendSuccess(b []byte, res ingest.Result) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"externalId":`...)
-			b = jsontext.AppendString(b, cl.ExternalID)
+			b = event.AppendJSONString(b, cl.ExternalID, false)
 			b = append(b, `,"name":`...)
-			b = jsontext.AppendString(b, cl.Name)
+			b = event.AppendJSONString(b, cl.Name, false)
 			b = append(b, '}')
 		}
 		b = append(b, "]}"...)
@@ -67,11 +67,11 @@ func appendSuccess(b []byte, res ingest.Result) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"id":`...)
-		b = jsontext.AppendString(b, e.ID)
+		b = event.AppendJSONString(b, e.ID, false)
 		b = append(b, `,"type":`...)
-		b = jsontext.AppendString(b, e.Type)
+		b = event.AppendJSONString(b, e.Type, false)
 		b = append(b, `,"dedupeKey":`...)
-		b = jsontext.AppendString(b, e.DedupeKey)
+		b = event.AppendJSONString(b, e.DedupeKey, false)
 		b = append(b, `,"duplicate":`...)
 		b = strconv.AppendBool(b, e.Duplicate)
 		b = append(b, '}')

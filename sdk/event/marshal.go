@@ -7,7 +7,6 @@ import (
 	"math/bits"
 	"strconv"
 	"time"
-	"unicode/utf8"
 )
 
 // The event's canonical JSON, written field by field. encoding/json's reflection over an
@@ -195,92 +194,8 @@ func appendPartyFields(b []byte, p *Party) []byte {
 	return appendField(b, "uri", p.URI)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string exactly as encoding/json writes it with its default
-// HTML escaping: '"', '\\', control characters, '<', '>' and '&' escaped, each byte of invalid
-// UTF-8 replaced by U+FFFD, U+2028 and U+2029 escaped. Runs of bytes that need none of that are
-// skipped eight at a time.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		for i+8 <= len(s) {
-			if m := flagged(load64(s, i)); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
-		if i >= len(s) {
-			break
-		}
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// load64 reads the eight bytes of s from i, little-endian.
-func load64[T string | []byte](s T, i int) uint64 {
-	_ = s[i+7]
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-}
-
-// flagged returns the high bit of each of the eight bytes of x that a JSON string may have to
-// escape or decode: a byte below 0x20, '"', '\\', '<', '>', '&', or one outside ASCII. These are
-// the has-less-than and has-zero-byte tests on every byte at once, which can only err on a byte
-// beyond one that qualifies, so the lowest bit set is always a byte that does.
-func flagged(x uint64) uint64 {
-	const (
-		ones  = 0x0101010101010101
-		highs = 0x8080808080808080
-	)
-	zero := func(y uint64) uint64 { return (y - ones) &^ y }
-	m := (x - 0x20*ones) &^ x
-	m |= zero(x^('"'*ones)) | zero(x^('\\'*ones)) | zero(x^('<'*ones)) | zero(x^('>'*ones)) | zero(x^('&'*ones))
-	return (m | x) & highs
-}
+// appendString appends s as a JSON string as encoding/json writes it, HTML escaping included.
+func appendString(b []byte, s string) []byte { return AppendJSONString(b, s, true) }
 
 // appendCompact appends raw, one JSON value, as encoding/json's Marshal writes a RawMessage: the
 // white space between tokens removed, '<', '>', '&', U+2028 and U+2029 in strings escaped. It
@@ -326,9 +241,9 @@ func (c *compactor) value(depth int) bool {
 	}
 	switch ch := c.src[c.i]; {
 	case ch == '{':
-		return c.object(depth + 1)
+		return c.container(depth+1, true)
 	case ch == '[':
-		return c.array(depth + 1)
+		return c.container(depth+1, false)
 	case ch == '"':
 		return c.str()
 	case ch == '-' || (ch >= '0' && ch <= '9'):
@@ -354,29 +269,37 @@ func (c *compactor) literal(word string) bool {
 	return true
 }
 
-func (c *compactor) object(depth int) bool {
+// container copies the object (object true) or array at c.i: its members ("key": value) or
+// elements, separated by commas, up to its closing byte.
+func (c *compactor) container(depth int, object bool) bool {
 	if depth > maxDepth {
 		return false
 	}
+	closing := byte(']')
+	if object {
+		closing = '}'
+	}
+	c.dst = append(c.dst, c.src[c.i])
 	c.i++
-	c.dst = append(c.dst, '{')
 	c.space()
-	if c.i < len(c.src) && c.src[c.i] == '}' {
+	if c.i < len(c.src) && c.src[c.i] == closing {
 		c.i++
-		c.dst = append(c.dst, '}')
+		c.dst = append(c.dst, closing)
 		return true
 	}
 	for {
-		if c.i >= len(c.src) || c.src[c.i] != '"' || !c.str() {
-			return false
+		if object {
+			if c.i >= len(c.src) || c.src[c.i] != '"' || !c.str() {
+				return false
+			}
+			c.space()
+			if c.i >= len(c.src) || c.src[c.i] != ':' {
+				return false
+			}
+			c.i++
+			c.dst = append(c.dst, ':')
+			c.space()
 		}
-		c.space()
-		if c.i >= len(c.src) || c.src[c.i] != ':' {
-			return false
-		}
-		c.i++
-		c.dst = append(c.dst, ':')
-		c.space()
 		if !c.value(depth) {
 			return false
 		}
@@ -389,9 +312,9 @@ func (c *compactor) object(depth int) bool {
 			c.i++
 			c.dst = append(c.dst, ',')
 			c.space()
-		case '}':
+		case closing:
 			c.i++
-			c.dst = append(c.dst, '}')
+			c.dst = append(c.dst, closing)
 			return true
 		default:
 			return false
@@ -399,72 +322,14 @@ func (c *compactor) object(depth int) bool {
 	}
 }
 
-func (c *compactor) array(depth int) bool {
-	if depth > maxDepth {
-		return false
-	}
-	c.i++
-	c.dst = append(c.dst, '[')
-	c.space()
-	if c.i < len(c.src) && c.src[c.i] == ']' {
-		c.i++
-		c.dst = append(c.dst, ']')
-		return true
-	}
-	for {
-		if !c.value(depth) {
-			return false
-		}
-		c.space()
-		if c.i >= len(c.src) {
-			return false
-		}
-		switch c.src[c.i] {
-		case ',':
-			c.i++
-			c.dst = append(c.dst, ',')
-			c.space()
-		case ']':
-			c.i++
-			c.dst = append(c.dst, ']')
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// number copies a number as RFC 8259 writes it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+// number copies the number at c.i (numberEnd).
 func (c *compactor) number() bool {
-	s, i := c.src, c.i
-	if s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		i = digits(s, i)
-	default:
-		c.i = i
+	end := numberEnd(c.src, c.i)
+	if end < 0 {
 		return false
 	}
-	if i < len(s) && s[i] == '.' {
-		if i = digits(s, i+1); i < 0 {
-			return false
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if i = digits(s, i); i < 0 {
-			return false
-		}
-	}
-	c.dst = append(c.dst, s[c.i:i]...)
-	c.i = i
+	c.dst = append(c.dst, c.src[c.i:end]...)
+	c.i = end
 	return true
 }
 
@@ -477,7 +342,7 @@ func (c *compactor) str() bool {
 	i := c.i + 1
 	for i < len(s) {
 		for i+8 <= len(s) {
-			if m := flagged(load64(s, i)); m != 0 {
+			if m := flagged(load64(s, i), true); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
 			}

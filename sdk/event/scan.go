@@ -217,9 +217,19 @@ func (s *scanner) array(depth int) (*node, bool) {
 	}
 }
 
-// number reads a number as RFC 8259 writes it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+// number reads a number as RFC 8259 writes it (numberEnd).
 func (s *scanner) number() bool {
-	t, i := s.text, s.i
+	end := numberEnd(s.text, s.i)
+	if end < 0 {
+		return false
+	}
+	s.i = end
+	return true
+}
+
+// numberEnd returns the end of the number at t[i:] as RFC 8259 writes it,
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, or -1 when there is none.
+func numberEnd[T string | []byte](t T, i int) int {
 	if i < len(t) && t[i] == '-' {
 		i++
 	}
@@ -229,11 +239,11 @@ func (s *scanner) number() bool {
 	case i < len(t) && t[i] >= '1' && t[i] <= '9':
 		i = digits(t, i)
 	default:
-		return false
+		return -1
 	}
 	if i < len(t) && t[i] == '.' {
 		if i = digits(t, i+1); i < 0 {
-			return false
+			return -1
 		}
 	}
 	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
@@ -242,11 +252,10 @@ func (s *scanner) number() bool {
 			i++
 		}
 		if i = digits(t, i); i < 0 {
-			return false
+			return -1
 		}
 	}
-	s.i = i
-	return true
+	return i
 }
 
 // str reads a string at s.i (its opening quote) and returns its value: a slice of the text when

@@ -64,17 +64,24 @@ const upsertCallConflict = `ON CONFLICT (org_id, provider, provider_call_id) DO 
 // runs after upsertCallSQL in the same transaction, as its own statement: its snapshot is taken
 // after the upsert waited for any writer holding the call, so the call is visible, and every
 // earlier writer of the call's events has committed (writers of one call queue on its row).
-const insertEventsSQL = `
+const insertEventsSQL = insertEventsHead + `
+FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[],
+	$10::timestamptz[], $11::timestamptz[], $12::json[])` + insertEventsTail
+
+// insertEventsHead and insertEventsTail are what insertEventsSQL and eventRowsSQL share: the
+// events come from n, whose rows they give differently.
+const (
+	insertEventsHead = `
 INSERT INTO call_events AS e (org_id, id, call_id, type, dedupe_key, sequence, provider_event_id,
 	occurred_at, order_at, received_at, body)
 SELECT $1, n.id, (SELECT id FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3),
 	n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at, n.order_at,
-	COALESCE($4, now()), n.body
-FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[],
-	$10::timestamptz[], $11::timestamptz[], $12::json[])
+	COALESCE($4, now()), n.body`
+	insertEventsTail = `
 	AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
 ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
 RETURNING e.dedupe_key`
+)
 
 // maxEventRows is the most events a one-call write sends as rows of scalar parameters
 // (eventRowsSQL) rather than as arrays (insertEventsSQL). A report is one to three events:
@@ -85,13 +92,7 @@ const maxEventRows = 4
 // $5: id, type, dedupe key, sequence, provider event ID, occurredAt, order time, body.
 func eventRowsSQL(n int) string {
 	var b strings.Builder
-	b.WriteString(`
-INSERT INTO call_events AS e (org_id, id, call_id, type, dedupe_key, sequence, provider_event_id,
-	occurred_at, order_at, received_at, body)
-SELECT $1, n.id, (SELECT id FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3),
-	n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at, n.order_at,
-	COALESCE($4, now()), n.body
-FROM (VALUES `)
+	b.WriteString(insertEventsHead + "\nFROM (VALUES ")
 	for i := range n {
 		p := 5 + 8*i
 		if i > 0 {
@@ -100,10 +101,7 @@ FROM (VALUES `)
 		fmt.Fprintf(&b, "($%d::text, $%d::text, $%d::text, $%d::bigint, $%d::text, $%d::timestamptz, $%d::timestamptz, $%d::json)",
 			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7)
 	}
-	b.WriteString(`)
-	AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
-ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
-RETURNING e.dedupe_key`)
+	b.WriteString(")" + insertEventsTail)
 	return b.String()
 }
 

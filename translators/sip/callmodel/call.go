@@ -212,7 +212,7 @@ func (c *call) start(t *Tracker, w *wire) []event.Event {
 	if c.block.Direction == event.Inbound {
 		typ = event.CallReceived
 	}
-	return t.one(c.emit(t, typ, w.m.At, w.eventID(c, typ), renderRaw(w)))
+	return t.events(c.emit(t, typ, w.m.At, w.eventID(c, typ), renderRaw(w)))
 }
 
 // retry takes a new initial INVITE for a call not yet ended.
@@ -282,7 +282,7 @@ func (c *call) cancel(t *Tracker, w *wire) []event.Event {
 	if answeredElsewhere(rs) {
 		e := c.endEvent(t, w.m.At, event.DispositionAnswered, w.eventID(c, event.CallEnded), raw)
 		e.AnsweredElsewhere = event.Ptr(true)
-		return t.one(e)
+		return t.events(e)
 	}
 	return c.unanswered(t, w.m.At, event.DispositionCancelled, 0, "", w, raw)
 }
@@ -303,7 +303,7 @@ func (c *call) bye(t *Tracker, w *wire) []event.Event {
 			e.SIPReason += " (Q.850 cause " + strconv.Itoa(r.cause) + ")"
 		}
 	}
-	return t.one(e)
+	return t.events(e)
 }
 
 // offer reads the SDP of an in-dialog INVITE or UPDATE for a change of hold by its sender.
@@ -335,7 +335,7 @@ func (c *call) hold(t *Tracker, w *wire, s int, info sdpInfo) []event.Event {
 	c.held[s] = info.held
 	e := c.emit(t, event.CallHold, w.m.At, w.eventID(c, event.CallHold), renderRaw(w))
 	e.Released = event.Ptr(!info.held)
-	return t.one(e)
+	return t.events(e)
 }
 
 // response handles a response of the call.
@@ -369,7 +369,7 @@ func (c *call) response(t *Tracker, w *wire) []event.Event {
 				k := strconv.FormatUint(uint64(w.cseq), 10) + " " + w.fromTag
 				if tg, ok := c.refers[k]; ok {
 					delete(c.refers, k)
-					return t.one(c.transfer(t, w, tg))
+					return t.events(c.transfer(t, w, tg))
 				}
 			}
 		}
@@ -403,7 +403,7 @@ func (c *call) inviteResponse(t *Tracker, w *wire) []event.Event {
 				e.AnsweredBy = p.Extension
 			}
 		}
-		return t.one(e)
+		return t.events(e)
 	}
 	if c.cancelled {
 		return nil // the 487 that answers the CANCEL
@@ -479,17 +479,17 @@ func (c *call) unanswered(t *Tracker, at time.Time, d event.Disposition, code in
 		e.SIPReason = cut(reason, event.MaxNameLength)
 	}
 	if inbound {
-		t.scratch[0], t.scratch[1] = missed, e
-		return t.scratch[:2:2]
+		return t.events(missed, e)
 	}
-	return t.one(e)
+	return t.events(e)
 }
 
-// one returns e as the one event of a reading, in the tracker's scratch. The slice is valid
-// until the next reading's events; its capacity is its length, so appending to it copies it.
-func (t *Tracker) one(e event.Event) []event.Event {
-	t.scratch[0] = e
-	return t.scratch[:1:1]
+// events returns es, a reading's events (at most len(t.scratch)), in the tracker's scratch. The
+// slice is valid until the next reading's events; its capacity is its length, so appending to
+// it copies it.
+func (t *Tracker) events(es ...event.Event) []event.Event {
+	n := copy(t.scratch[:], es)
+	return t.scratch[:n:n]
 }
 
 // endEvent builds call_ended and marks the call ended at at.
@@ -541,7 +541,7 @@ func (c *call) expire(t *Tracker, at time.Time) []event.Event {
 		if c.sessionExp > 0 {
 			why = "no BYE and no session refresh within Session-Expires " + strconv.Itoa(int(c.sessionExp/time.Second)) + "s"
 		}
-		return t.one(c.endEvent(t, at, event.DispositionAnswered, inferredID(c, event.CallEnded), inferredRaw(why, last)))
+		return t.events(c.endEvent(t, at, event.DispositionAnswered, inferredID(c, event.CallEnded), inferredRaw(why, last)))
 	case c.pending:
 		// The call ended at the response that was never retried.
 		why := "no new INVITE after " + strconv.Itoa(c.pendingCode) + " " + c.pendingReason
@@ -556,7 +556,7 @@ func (c *call) expire(t *Tracker, at time.Time) []event.Event {
 // supersede ends an answered call whose Call-ID a new call took, as of the new call's INVITE.
 func (c *call) supersede(t *Tracker, at time.Time) []event.Event {
 	at = later(at, c.lastAt)
-	return t.one(c.endEvent(t, at, event.DispositionAnswered, inferredID(c, event.CallEnded),
+	return t.events(c.endEvent(t, at, event.DispositionAnswered, inferredID(c, event.CallEnded),
 		inferredRaw("a new call took the Call-ID; no BYE was seen", c.seenAt)))
 }
 

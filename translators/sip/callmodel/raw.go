@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/callwire/callwire/internal/jsontext"
+	"github.com/callwire/callwire/sdk/event"
 )
 
 // The raw of an event a message caused is a JSON object:
@@ -14,7 +14,7 @@ import (
 //	{"sip": the message's text, "truncated": true and "sipBytes": its length when the text was
 //	 cut to maxRawSIP bytes, "transport", "src", "dst": where it went, "seenAt": when}
 //
-// It is written straight into one buffer (jsontext.AppendString escapes the text as
+// It is written straight into one buffer (event.AppendJSONString escapes the text as
 // encoding/json would): encoding/json's copies of the text were a fifth of what the call model
 // allocated per call.
 
@@ -41,9 +41,9 @@ func renderRaw(w *wire) json.RawMessage {
 	b := make([]byte, 0, min(n, maxRawSIP)+min(n, maxRawSIP)/8+192)
 	b = append(b, `{"sip":`...)
 	if data != nil {
-		b = jsontext.AppendString(b, data)
+		b = event.AppendJSONString(b, data, false)
 	} else {
-		b = jsontext.AppendString(b, text)
+		b = event.AppendJSONString(b, text, false)
 	}
 	if truncated {
 		b = append(b, `,"truncated":true,"sipBytes":`...)
@@ -51,7 +51,7 @@ func renderRaw(w *wire) json.RawMessage {
 	}
 	if w.m.Transport != "" {
 		b = append(b, `,"transport":`...)
-		b = jsontext.AppendString(b, w.m.Transport)
+		b = event.AppendJSONString(b, w.m.Transport, false)
 	}
 	if w.m.Src.IsValid() {
 		b = append(b, `,"src":"`...)

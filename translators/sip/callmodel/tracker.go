@@ -110,7 +110,7 @@ type Tracker struct {
 
 	w wire // the message Observe is reading
 	// scratch holds the events of the message being read: a reading's events are returned in
-	// it (see one), and ObserveAppend copies them out before the next reading.
+	// it (see events), and ObserveAppend copies them out before the next reading.
 	scratch [2]event.Event
 
 	recovered int // panics the guard in Observe caught: a bug, which tests look for

@@ -80,6 +80,13 @@ func ringing(callID string, at time.Time) Message {
 	return Message{Data: []byte(text), Transport: "udp", Src: testPBX, Dst: testTrunk, At: at}
 }
 
+// busyHere is the PBX's 486 to inboundInvite.
+func busyHere(callID string, at time.Time) Message {
+	m := ringing(callID, at)
+	m.Data = bytes.Replace(m.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+	return m
+}
+
 func TestMaxCallsBoundsAFlood(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.MaxCalls = 100
@@ -274,22 +281,33 @@ func TestMalformedIsCounted(t *testing.T) {
 	}
 }
 
-func TestMaxCallsForgetsEndedCallsFirst(t *testing.T) {
+// trackerHolding is a tracker that holds at most maxCalls calls.
+func trackerHolding(t *testing.T, maxCalls int) *Tracker {
+	t.Helper()
 	cfg := testConfig(t)
-	cfg.MaxCalls = 2
+	cfg.MaxCalls = maxCalls
 	tr, err := NewTracker(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, id := range []string{"a@x", "b@x"} {
+	return tr
+}
+
+// endBusy places an inbound call on each Call-ID, a second apart from flowBase, and ends it busy.
+func endBusy(t *testing.T, tr *Tracker, ids ...string) {
+	t.Helper()
+	for i, id := range ids {
 		at := flowBase.Add(time.Duration(i) * time.Second)
 		tr.Observe(inboundInvite(id, at))
-		busy := ringing(id, at)
-		busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
-		if evs := tr.Observe(busy); len(evs) != 2 {
+		if evs := tr.Observe(busyHere(id, at)); len(evs) != 2 {
 			t.Fatalf("busy gave %v", evs)
 		}
 	}
+}
+
+func TestMaxCallsForgetsEndedCallsFirst(t *testing.T) {
+	tr := trackerHolding(t, 2)
+	endBusy(t, tr, "a@x", "b@x")
 	// Both calls ended, Expire not called: a new call takes the place of the first.
 	if evs := tr.Observe(inboundInvite("c@x", flowBase.Add(2*time.Second))); len(evs) != 1 {
 		t.Fatalf("new call gave %v", evs)
@@ -303,21 +321,8 @@ func TestMaxCallsForgetsEndedCallsFirst(t *testing.T) {
 // evicts a live one, even one whose INVITE has had no response yet. At a proxy's rates the
 // tracker is full of ended calls, and a new call arrives between every INVITE and its 100.
 func TestMaxCallsKeepsLiveCallsOverEndedOnes(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.MaxCalls = 3
-	tr, err := NewTracker(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, id := range []string{"a@x", "b@x"} {
-		at := flowBase.Add(time.Duration(i) * time.Second)
-		tr.Observe(inboundInvite(id, at))
-		busy := ringing(id, at)
-		busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
-		if evs := tr.Observe(busy); len(evs) != 2 {
-			t.Fatalf("busy gave %v", evs)
-		}
-	}
+	tr := trackerHolding(t, 3)
+	endBusy(t, tr, "a@x", "b@x")
 	at := flowBase.Add(2 * time.Second)
 	for _, id := range []string{"fresh@x", "next@x"} {
 		if evs := tr.Observe(inboundInvite(id, at)); len(evs) != 1 {
@@ -332,8 +337,7 @@ func TestMaxCallsKeepsLiveCallsOverEndedOnes(t *testing.T) {
 	if evs := tr.Observe(ringing("fresh@x", at)); len(evs) != 0 {
 		t.Fatalf("180 gave %v", evs)
 	}
-	busy := ringing("fresh@x", at.Add(time.Second))
-	busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+	busy := busyHere("fresh@x", at.Add(time.Second))
 	if evs := tr.Observe(busy); len(evs) != 2 || evs[1].Type != event.CallEnded {
 		t.Fatalf("486 gave %v", evs)
 	}
@@ -357,8 +361,7 @@ func TestMaxCallsForgetsEndedCallsInOrder(t *testing.T) {
 				id := "busy-" + itoa(i)
 				at := flowBase.Add(time.Duration(i) * 100 * time.Millisecond)
 				tr.Observe(inboundInvite(id, at))
-				busy := ringing(id, at)
-				busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+				busy := busyHere(id, at)
 				if evs := tr.Observe(busy); len(evs) != 2 {
 					t.Fatalf("call %d: busy gave %v", i, evs)
 				}
@@ -495,8 +498,7 @@ func BenchmarkFullTracker(b *testing.B) {
 		id := "busy-" + itoa(i)
 		at := flowBase.Add(time.Duration(i) * time.Millisecond)
 		tr.Observe(inboundInvite(id, at))
-		busy := ringing(id, at)
-		busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+		busy := busyHere(id, at)
 		tr.Observe(busy)
 	}
 	for i := range cfg.MaxCalls {
@@ -522,8 +524,7 @@ func TestFreshQueueBoundedBelowMaxCalls(t *testing.T) {
 		id := "quiet-" + itoa(i)
 		at := flowBase.Add(time.Duration(i) * time.Second)
 		tr.Observe(inboundInvite(id, at))
-		busy := ringing(id, at)
-		busy.Data = bytes.Replace(busy.Data, []byte("180 Ringing"), []byte("486 Busy Here"), 1)
+		busy := busyHere(id, at)
 		tr.Observe(busy)
 		tr.Expire(at)
 	}

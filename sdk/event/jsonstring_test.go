@@ -1,4 +1,4 @@
-package jsontext
+package event
 
 import (
 	"bytes"
@@ -8,18 +8,18 @@ import (
 	"unicode/utf8"
 )
 
-// encodingJSON is what encoding/json writes for s with HTML escaping off.
-func encodingJSON(t testing.TB, s string) string {
+// encodingJSON is what encoding/json writes for s, with HTML escaping on or off.
+func encodingJSON(t testing.TB, s string, html bool) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
+	enc.SetEscapeHTML(html)
 	if err := enc.Encode(s); err != nil {
 		t.Fatal(err)
 	}
 	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
-func TestAppendString(t *testing.T) {
+func TestAppendJSONString(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"", `""`},
 		{"INVITE sip:100@pbx SIP/2.0\r\nTo: <sip:100@pbx>\r\n", `"INVITE sip:100@pbx SIP/2.0\r\nTo: <sip:100@pbx>\r\n"`},
@@ -31,23 +31,26 @@ func TestAppendString(t *testing.T) {
 		{"line\u2028para\u2029", `"line\u2028para\u2029"`},
 		{"eight ok then \"quote\" and 0123456789abcdef\x01", `"eight ok then \"quote\" and 0123456789abcdef\u0001"`},
 	} {
-		if got := string(AppendString(nil, tc.in)); got != tc.want {
-			t.Errorf("AppendString(%q) = %s, want %s", tc.in, got, tc.want)
+		if got := string(AppendJSONString(nil, tc.in, false)); got != tc.want {
+			t.Errorf("AppendJSONString(%q) = %s, want %s", tc.in, got, tc.want)
 		}
-		if got := string(AppendString(nil, []byte(tc.in))); got != tc.want {
-			t.Errorf("AppendString([]byte %q) = %s, want %s", tc.in, got, tc.want)
+		if got := string(AppendJSONString(nil, []byte(tc.in), false)); got != tc.want {
+			t.Errorf("AppendJSONString([]byte %q) = %s, want %s", tc.in, got, tc.want)
 		}
-		if want := encodingJSON(t, tc.in); tc.want != want {
+		if want := encodingJSON(t, tc.in, false); tc.want != want {
 			t.Errorf("case %q: want %s, but encoding/json writes %s", tc.in, tc.want, want)
+		}
+		if got, want := string(AppendJSONString(nil, tc.in, true)), encodingJSON(t, tc.in, true); got != want {
+			t.Errorf("AppendJSONString(%q, escapeHTML) = %s, want %s", tc.in, got, want)
 		}
 	}
 }
 
-// TestAppendStringRandom compares the escaping with encoding/json's on random text, valid UTF-8
+// TestAppendJSONStringRandom compares the escaping with encoding/json's on random text, valid UTF-8
 // or not, long enough for the eight-byte runs.
-func TestAppendStringRandom(t *testing.T) {
+func TestAppendJSONStringRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	alphabet := []rune{'a', 'b', ' ', '"', '\\', '\n', 0, 0x1f, 0x7f, 'é', '\u2028', '\u2029', 0x1F4DE, utf8.RuneError}
+	alphabet := []rune{'a', 'b', ' ', '"', '\\', '\n', '\r', '<', '>', '&', 0, 0x1f, 0x7f, 'é', '\u2028', '\u2029', 0x1F4DE, utf8.RuneError}
 	for i := range 3000 {
 		var b []byte
 		for range r.IntN(40) {
@@ -57,54 +60,59 @@ func TestAppendStringRandom(t *testing.T) {
 			}
 			b = utf8.AppendRune(b, alphabet[r.IntN(len(alphabet))])
 		}
-		want := encodingJSON(t, string(b))
-		if got := AppendString(nil, string(b)); string(got) != want {
-			t.Fatalf("case %d %q: got %s, want %s", i, b, got, want)
-		}
-		if got := AppendString(nil, b); string(got) != want {
-			t.Fatalf("case %d []byte %q: got %s, want %s", i, b, got, want)
+		for _, html := range []bool{false, true} {
+			want := encodingJSON(t, string(b), html)
+			if got := AppendJSONString(nil, string(b), html); string(got) != want {
+				t.Fatalf("case %d %q (escapeHTML %v): got %s, want %s", i, b, html, got, want)
+			}
+			if got := AppendJSONString(nil, b, html); string(got) != want {
+				t.Fatalf("case %d []byte %q (escapeHTML %v): got %s, want %s", i, b, html, got, want)
+			}
 		}
 	}
 }
 
-// FuzzAppendString: for any bytes, exactly what encoding/json writes.
-func FuzzAppendString(f *testing.F) {
+// FuzzAppendJSONString: for any bytes, exactly what encoding/json writes, with HTML escaping
+// on and off.
+func FuzzAppendJSONString(f *testing.F) {
 	for _, s := range []string{"", "a", `"\`, "\x00\x1f\x7f", "\u2028\u2029", "\xff", "caf\u00e9", "<&>",
 		"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK\r\n\r\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, s []byte) {
-		want := encodingJSON(t, string(s))
-		if got := AppendString(nil, s); string(got) != want {
-			t.Fatalf("%q: got %s, want %s", s, got, want)
-		}
-		if got := AppendString(nil, string(s)); string(got) != want {
-			t.Fatalf("string %q: got %s, want %s", s, got, want)
+		for _, html := range []bool{false, true} {
+			want := encodingJSON(t, string(s), html)
+			if got := AppendJSONString(nil, s, html); string(got) != want {
+				t.Fatalf("%q (escapeHTML %v): got %s, want %s", s, html, got, want)
+			}
+			if got := AppendJSONString(nil, string(s), html); string(got) != want {
+				t.Fatalf("string %q (escapeHTML %v): got %s, want %s", s, html, got, want)
+			}
 		}
 	})
 }
 
-// AppendString into a buffer large enough allocates nothing.
-func TestAppendStringAllocates(t *testing.T) {
+// AppendJSONString into a buffer large enough allocates nothing.
+func TestAppendJSONStringAllocates(t *testing.T) {
 	s := "SIP/2.0 180 Ringing\r\nVia: SIP/2.0/UDP 203.0.113.5:5060;branch=z9hG4bK-1\r\nFrom: \"Zoë\" <sip:a@b>;tag=1\r\n\r\n"
 	buf := make([]byte, 0, 256)
-	if n := testing.AllocsPerRun(100, func() { AppendString(buf, s); AppendString(buf, []byte(s)) }); n != 0 {
-		t.Errorf("AppendString allocates %v times, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { AppendJSONString(buf, s, true); AppendJSONString(buf, []byte(s), false) }); n != 0 {
+		t.Errorf("AppendJSONString allocates %v times, want 0", n)
 	}
 }
 
-func BenchmarkAppendString(b *testing.B) {
+func BenchmarkAppendJSONString(b *testing.B) {
 	msg := bytes.Repeat([]byte("Via: SIP/2.0/UDP 203.0.113.5:5060;branch=z9hG4bK-1;rport\r\n"), 16)
 	buf := make([]byte, 0, 2*len(msg))
 	b.SetBytes(int64(len(msg)))
 	for b.Loop() {
-		buf = AppendString(buf[:0], msg)
+		buf = AppendJSONString(buf[:0], msg, false)
 	}
 }
 
-// BenchmarkAppendStringInvite escapes an INVITE with its SDP, as the SIP observer does for the
+// BenchmarkAppendJSONStringInvite escapes an INVITE with its SDP, as the SIP observer does for the
 // raw of every event: short lines, each ending in CRLF, with quotes in its name-addrs.
-func BenchmarkAppendStringInvite(b *testing.B) {
+func BenchmarkAppendJSONStringInvite(b *testing.B) {
 	msg := []byte("INVITE sip:+15551230100@10.0.0.20:5060 SIP/2.0\r\n" +
 		"Via: SIP/2.0/UDP 203.0.113.5:5060;branch=z9hG4bK-524287-1---77ad4cc0a0e4ad2c;rport\r\n" +
 		"Max-Forwards: 69\r\n" +
@@ -122,6 +130,6 @@ func BenchmarkAppendStringInvite(b *testing.B) {
 	buf := make([]byte, 0, 2*len(msg))
 	b.SetBytes(int64(len(msg)))
 	for b.Loop() {
-		buf = AppendString(buf[:0], msg)
+		buf = AppendJSONString(buf[:0], msg, false)
 	}
 }

@@ -1,26 +1,29 @@
-// Package jsontext writes JSON strings by hand, for the few places that build JSON text field by
-// field because encoding/json's reflection and copies cost too much there: the ingestion
-// endpoint's success body and the raw SIP of the SIP observer's events.
-package jsontext
+package event
 
 import (
 	"math/bits"
 	"unicode/utf8"
 )
 
+// The one JSON string writer of the module: the canonical encoder (AppendJSON), the ingestion
+// endpoint's success body and the SIP observer's raw all build JSON text field by field, because
+// encoding/json's reflection and copies cost too much there.
+
 const hexDigits = "0123456789abcdef"
 
-// AppendString appends s to b as a JSON string, byte for byte as encoding/json writes it with
-// HTML escaping off: '"', '\\' and control characters escaped, each byte of invalid UTF-8
-// replaced by U+FFFD, and U+2028 and U+2029 escaped so that the text is also valid JavaScript.
-// '<', '>' and '&' are kept. Runs of printable ASCII are skipped eight bytes at a time.
-func AppendString[T string | []byte](b []byte, s T) []byte {
+// AppendJSONString appends s to b as a JSON string, byte for byte as encoding/json writes it:
+// '"', '\\' and control characters escaped, each byte of invalid UTF-8 replaced by U+FFFD, U+2028
+// and U+2029 escaped so that the text is also valid JavaScript, and, when escapeHTML is true,
+// '<', '>' and '&' escaped as \u003c, \u003e and \u0026 (encoding/json's default; false is
+// Encoder.SetEscapeHTML(false)). It allocates only when b has too little room.
+func AppendJSONString[T string | []byte](b []byte, s T, escapeHTML bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Runs of bytes that need nothing are skipped eight at a time, to the first that may.
 		for i+8 <= len(s) {
-			if m := flagged(load64(s, i)); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3 // the first byte to look at
+			if m := flagged(load64(s, i), escapeHTML); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			i += 8
@@ -29,7 +32,7 @@ func AppendString[T string | []byte](b []byte, s T) []byte {
 			break
 		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!escapeHTML || c != '<' && c != '>' && c != '&') {
 				i++
 				continue
 			}
@@ -85,21 +88,22 @@ func load64[T string | []byte](s T, i int) uint64 {
 		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 }
 
-// flagged returns the high bit of each of the eight bytes of x that may need escaping or
-// decoding: a byte below 0x20, a quote, a backslash, or one outside ASCII. It is the
-// has-less-than and has-zero-byte tests on every byte at once, which can only err on a byte
-// beyond one that qualifies, so the lowest bit set is always a byte that does.
-func flagged(x uint64) uint64 {
+// flagged returns the high bit of each of the eight bytes of x that a JSON string may have to
+// escape or decode: a byte below 0x20, '"', '\\', one outside ASCII, and with html '<', '>' and
+// '&'. These are the has-less-than and has-zero-byte tests on every byte at once, which can only
+// err on a byte beyond one that qualifies, so the lowest bit set is always a byte that does.
+func flagged(x uint64, html bool) uint64 {
 	const (
 		ones  = 0x0101010101010101
 		highs = 0x8080808080808080
 	)
-	below := (x - 0x20*ones) &^ x
-	quote := x ^ ('"' * ones)
-	quote = (quote - ones) &^ quote
-	slash := x ^ ('\\' * ones)
-	slash = (slash - ones) &^ slash
-	return (below | quote | slash | x) & highs
+	zero := func(y uint64) uint64 { return (y - ones) &^ y }
+	m := (x - 0x20*ones) &^ x
+	m |= zero(x^('"'*ones)) | zero(x^('\\'*ones))
+	if html {
+		m |= zero(x^('<'*ones)) | zero(x^('>'*ones)) | zero(x^('&'*ones))
+	}
+	return (m | x) & highs
 }
 
 func decodeRune[T string | []byte](s T) (rune, int) {
