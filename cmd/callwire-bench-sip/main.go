@@ -67,9 +67,13 @@ type result struct {
 	// Context switches of each proxy process's threads per call, over the whole run.
 	OffSwitchesPerCall float64 `json:"offSwitchesPerCall"`
 	OnSwitchesPerCall  float64 `json:"onSwitchesPerCall"`
-	FailedOff          int     `json:"failedCallsOff"`
-	FailedOn           int     `json:"failedCallsOn"`
-	Events             uint64  `json:"eventsEmitted"`
+	// UDP datagrams the host dropped for a full receive buffer during each kind of phase, any
+	// socket's (sipp's or the proxy's): a dropped datagram costs its call a 500 ms retransmission.
+	DropsOff  uint64 `json:"udpDropsOff"`
+	DropsOn   uint64 `json:"udpDropsOn"`
+	FailedOff int    `json:"failedCallsOff"`
+	FailedOn  int    `json:"failedCallsOn"`
+	Events    uint64 `json:"eventsEmitted"`
 	// EventsExpected is three per call completed through the translating proxy (call_received,
 	// call_answered, call_ended): a run that emits any other number fails.
 	EventsExpected uint64    `json:"eventsExpected"`
@@ -129,6 +133,7 @@ func main() {
 	fmt.Printf("  translation on:  %s calls/s (median %.0f), %d failed calls, %d events emitted of %d expected\n",
 		fmtRates(r.On), r.OnMedian, r.FailedOn, r.Events, r.EventsExpected)
 	fmt.Printf("  ratio on/off: %.3f\n", r.Ratio)
+	fmt.Printf("  UDP datagrams dropped for a full receive buffer: off %d, on %d\n", r.DropsOff, r.DropsOn)
 	if r.OffCPUMedian > 0 {
 		fmt.Printf("  proxy process CPU per call: off %s µs (median %.0f), on %s µs (median %.0f); on/off %.2f\n",
 			fmtRates(r.OffCPU), r.OffCPUMedian, fmtRates(r.OnCPU), r.OnCPUMedian, r.OnCPUMedian/r.OffCPUMedian)
@@ -210,6 +215,7 @@ func run(ctx context.Context, o options) (result, error) {
 			}
 			cpu0, cpuOK := proc.cpu()
 			uas0, uasOK := procCPU(uas.Process.Pid)
+			drops0, dropsOK := udpDrops()
 			res, err := runUAC(ctx, sippPath, dir, uacScenario, trunkPort, target, o.calls, o.rate, o.limit)
 			if err != nil {
 				return r, err
@@ -220,6 +226,10 @@ func run(ctx context.Context, o options) (result, error) {
 			if cpu1, ok := proc.cpu(); ok && cpuOK && res.successful > 0 {
 				perCall = float64((cpu1-cpu0)/time.Microsecond) / float64(res.successful)
 			}
+			var drops uint64
+			if drops1, ok := udpDrops(); ok && dropsOK {
+				drops = drops1 - drops0
+			}
 			if uas1, ok := procCPU(uas.Process.Pid); ok && uasOK && res.successful > 0 {
 				r.SippCPU = append(r.SippCPU, float64((uas1-uas0+res.cpu)/time.Microsecond)/float64(res.successful))
 			}
@@ -227,15 +237,17 @@ func run(ctx context.Context, o options) (result, error) {
 				r.On = append(r.On, res.callsPerSecond())
 				r.OnCPU = append(r.OnCPU, perCall)
 				r.FailedOn += res.failed
+				r.DropsOn += drops
 				r.EventsExpected += 3 * uint64(res.successful)
 			} else {
 				r.Off = append(r.Off, res.callsPerSecond())
 				r.OffCPU = append(r.OffCPU, perCall)
 				r.FailedOff += res.failed
+				r.DropsOff += drops
 			}
 			if !o.json {
-				fmt.Fprintf(os.Stderr, "round %d, translation on=%v: %.0f calls/s, %d ok, %d failed, %.0f µs CPU per call\n",
-					i+1, on, res.callsPerSecond(), res.successful, res.failed, perCall)
+				fmt.Fprintf(os.Stderr, "round %d, translation on=%v: %.0f calls/s, %d ok, %d failed, %.0f µs CPU per call, %d UDP datagrams dropped\n",
+					i+1, on, res.callsPerSecond(), res.successful, res.failed, perCall, drops)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,11 +30,18 @@ func (r sippRun) callsPerSecond() float64 {
 	return float64(r.successful) / r.elapsed.Seconds()
 }
 
+// sippBuffer is the size sipp asks of its sockets' send and receive buffers (-buff_size). sipp's
+// default, 64 KiB, is doubled by Linux to 128 KiB: with a thousand calls in flight a burst
+// overflows it, the datagram is dropped and its call waits out a 500 ms retransmission, so the
+// measured rate follows the load generator's losses instead of the proxy. Linux caps the request
+// at net.core.rmem_max (then doubles it).
+const sippBuffer = "8388608"
+
 // startUAS starts sipp as the PBX on 127.0.0.1:port, answering every call of scenario until ctx
 // ends. It returns once the UAS is listening.
 func startUAS(ctx context.Context, sipp, dir, scenario string, port int) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, sipp, "-sf", scenario, "-i", "127.0.0.1", "-p", strconv.Itoa(port),
-		"-t", "u1", "-nostdin")
+		"-t", "u1", "-buff_size", sippBuffer, "-nostdin")
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -56,7 +64,7 @@ func runUAC(ctx context.Context, sipp, dir, scenario string, port int, target st
 	stat := filepath.Join(dir, fmt.Sprintf("uac_%d_stat.csv", time.Now().UnixNano()))
 	cmd := exec.CommandContext(ctx, sipp, "-sf", scenario, "-i", "127.0.0.1", "-p", strconv.Itoa(port),
 		"-t", "u1", "-m", strconv.Itoa(calls), "-r", strconv.Itoa(rate), "-l", strconv.Itoa(limit),
-		"-nostdin", "-timeout", "120s", "-timeout_error", "-trace_stat", "-stf", stat, "-fd", "1", target)
+		"-buff_size", sippBuffer, "-nostdin", "-timeout", "120s", "-timeout_error", "-trace_stat", "-stf", stat, "-fd", "1", target)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -108,6 +116,34 @@ func readStat(path string) (sippRun, error) {
 	r.successful, _ = strconv.Atoi(col("SuccessfulCall(C)"))
 	r.failed, _ = strconv.Atoi(col("FailedCall(C)"))
 	return r, nil
+}
+
+// udpDrops returns the host's count of UDP datagrams dropped because a socket's receive buffer
+// was full (RcvbufErrors in /proc/net/snmp), and false where there is no such count.
+func udpDrops() (uint64, bool) {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0, false
+	}
+	var head []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if head == nil {
+			head = f
+			continue
+		}
+		for i, h := range head {
+			if h == "RcvbufErrors" && i < len(f) {
+				n, err := strconv.ParseUint(f[i], 10, 64)
+				return n, err == nil
+			}
+		}
+		return 0, false
+	}
+	return 0, false
 }
 
 // freePort returns a port on 127.0.0.1 free for UDP at the moment of the call.
