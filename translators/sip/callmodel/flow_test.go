@@ -271,3 +271,16 @@ func TestFlowsParsedMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowEventsEncodeInOneBuffer: the buffer MarshalJSON sizes for an event is room enough for
+// every event the flows make, so that the translator's emitter never grows and copies one.
+func TestFlowEventsEncodeInOneBuffer(t *testing.T) {
+	for _, path := range flowFiles(t) {
+		evs := runFlow(newTestTracker(t), loadFlow(t, path), 1)
+		for i, e := range evs {
+			if n := testing.AllocsPerRun(3, func() { _, _ = e.MarshalJSON() }); n != 1 {
+				t.Errorf("%s: event %d (%s) took %v allocations to encode, want 1", filepath.Base(path), i, e.Type, n)
+			}
+		}
+	}
+}
