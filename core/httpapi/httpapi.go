@@ -19,6 +19,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -103,6 +104,9 @@ type api struct {
 	// routes are the paths served, for the route label of a request no handler saw: the value
 	// is the label, which must not alias the request's buffer.
 	routes map[string]string
+	// parsers are event.Parsers, each used by one request at a time: a request reads its body
+	// into a tree the previous one left, rather than allocating one.
+	parsers sync.Pool
 }
 
 // readBufferSize bounds the request line and headers; larger is answered 431.
@@ -478,7 +482,12 @@ func (a *api) postEvents(c *fiber.Ctx) error {
 		})
 	}
 	// The raw body: Fiber's buffer, valid until the handler returns, which is after the write.
-	events, _, err := event.ParseBody(c.Request().Body())
+	parser, _ := a.parsers.Get().(*event.Parser)
+	if parser == nil {
+		parser = new(event.Parser)
+	}
+	events, _, err := parser.Parse(c.Request().Body())
+	a.parsers.Put(parser) // the events share no memory with it
 	if err != nil {
 		return refuse(func() error {
 			v, ok := event.AsValidationError(err)

@@ -45,6 +45,18 @@ func BenchmarkParseBody(b *testing.B) {
 				}
 			}
 		})
+		// As the service parses: with a Parser kept from one body to the next.
+		b.Run(bc.name+"/parser", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.body)))
+			var p Parser
+			for b.Loop() {
+				parsed, _, err := p.Parse(bc.body)
+				if err != nil || len(parsed) != bc.n {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -738,4 +739,89 @@ func TestBatchProblemsArePrefixed(t *testing.T) {
 	if n < 20 {
 		t.Fatalf("only %d cases with problems compared", n)
 	}
+}
+
+// TestParserAgreesWithParseBody runs every decode case through one Parser, in turn, and holds
+// each to ParseBody; then checks that what an earlier Parse returned is untouched by later ones.
+func TestParserAgreesWithParseBody(t *testing.T) {
+	var p Parser
+	type kept struct {
+		body   string
+		parsed []Parsed
+		json   [][]byte
+	}
+	var earlier []kept
+	for _, tc := range decodeCases() {
+		want, wantBatch, wantErr := ParseBody([]byte(tc.body))
+		got, gotBatch, gotErr := p.Parse([]byte(tc.body))
+		if !reflect.DeepEqual(got, want) || gotBatch != wantBatch || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("%s: Parser gave %v %v %v, ParseBody %v %v %v", tc.name, got, gotBatch, gotErr, want, wantBatch, wantErr)
+		}
+		k := kept{body: tc.body, parsed: got}
+		for _, pe := range got {
+			b, err := json.Marshal(pe.Event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.json = append(k.json, b)
+		}
+		earlier = append(earlier, k)
+	}
+	for _, k := range earlier {
+		for i, pe := range k.parsed {
+			if b, _ := json.Marshal(pe.Event); !bytes.Equal(b, k.json[i]) {
+				t.Fatalf("an event of %q changed after later bodies: %s, was %s", k.body, b, k.json[i])
+			}
+		}
+	}
+}
+
+// TestParserKeepsBoundedMemory: after a body that is nearly all tree, a Parser keeps no more
+// than its bound, and nothing of the body.
+func TestParserKeepsBoundedMemory(t *testing.T) {
+	var p Parser
+	body := `{"events":[` + strings.Repeat(`[`+strings.Repeat(`1,`, 50_000)+`1],`, 3) + `{}]}`
+	if _, _, err := p.Parse([]byte(body)); err == nil {
+		t.Fatal("a batch of arrays was accepted")
+	}
+	s := &p.s
+	if len(s.nodes.chunks) > nodeChunksKept || len(s.fields.chunks) > fieldChunksKept || len(s.items.chunks) > itemChunksKept {
+		t.Errorf("kept %d, %d and %d chunks, want at most %d, %d and %d", len(s.nodes.chunks), len(s.fields.chunks),
+			len(s.items.chunks), nodeChunksKept, fieldChunksKept, itemChunksKept)
+	}
+	if cap(s.istack) > stackKept || cap(s.fstack) > stackKept || cap(s.scratch) > scratchKept || s.text != "" {
+		t.Errorf("kept stacks of %d and %d, scratch of %d, text of %d bytes", cap(s.istack), cap(s.fstack), cap(s.scratch), len(s.text))
+	}
+	for _, c := range s.nodes.chunks {
+		for _, n := range c[:cap(c)] {
+			if n.kind != 0 || n.b || n.esc || n.str != "" || n.fields != nil || n.dupKeys != nil || n.items != nil || n.start != 0 || n.end != 0 {
+				t.Fatalf("a kept node is not cleared: %+v", n)
+			}
+		}
+	}
+}
+
+// TestParserAllocatesLess: a Parser reading a batch of 50 events for the second time allocates
+// a small part of the bytes ParseBody does: the events and the body's copy, not the tree.
+func TestParserAllocatesLess(t *testing.T) {
+	body := []byte(bulk())
+	var p Parser
+	if _, _, err := p.Parse(body); err != nil {
+		t.Fatal(err)
+	}
+	bytesPer := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 20 {
+			f()
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / 20
+	}
+	once := bytesPer(func() { _, _, _ = ParseBody(body) })
+	reused := bytesPer(func() { _, _, _ = p.Parse(body) })
+	if reused > once*3/5 {
+		t.Errorf("a reused Parser allocated %d bytes a body, ParseBody %d", reused, once)
+	}
+	t.Logf("bytes allocated per batch of 50: ParseBody %d, reused Parser %d", once, reused)
 }

@@ -3,7 +3,10 @@ package event
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"regexp"
+	"sync"
 	"testing"
 )
 
@@ -23,11 +26,24 @@ func FuzzParseBody(f *testing.F) {
 		f.Add(b)
 		f.Add([]byte(`{"events":[` + string(b) + `,` + ev("") + `]}`))
 	}
+	// One Parser for every input, as a service keeps one for body after body: it must decode
+	// each exactly as ParseBody does, whatever it read before.
+	var (
+		mu     sync.Mutex
+		parser Parser
+	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := bytes.Clone(data)
 		parsed, isBatch, err := ParseBody(data)
 		if !bytes.Equal(in, data) {
 			t.Fatal("ParseBody modified its input")
+		}
+		mu.Lock()
+		again, againBatch, againErr := parser.Parse(data)
+		mu.Unlock()
+		if !reflect.DeepEqual(again, parsed) || againBatch != isBatch || fmt.Sprint(againErr) != fmt.Sprint(err) {
+			t.Fatalf("a reused Parser decoded %q differently from ParseBody:\n%v %v %v\n%v %v %v",
+				data, again, againBatch, againErr, parsed, isBatch, err)
 		}
 		if err != nil {
 			ve, ok := AsValidationError(err)

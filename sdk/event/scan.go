@@ -9,31 +9,111 @@ import (
 // The request path's JSON reader. encoding/json's Decoder.Token, which parseTreeStd uses,
 // allocates for every token and boxes it in an interface; ParseBody spent most of its time
 // there. scanTree reads the same tree in one pass over the bytes: the body is copied to a string
-// once, and keys, numbers and strings without escapes are slices of that copy; nodes come from
-// slabs. It accepts only what encoding/json accepts, and gives up on anything else (malformed
-// JSON, nesting past maxDepth), so that parseTree can ask parseTreeStd for the exact message.
-// FuzzScanTree holds the two to the same trees.
+// once, and keys, numbers and strings without escapes are slices of that copy; nodes, members
+// and elements come from arenas, which a Parser keeps for its next body. It accepts only what
+// encoding/json accepts, and gives up on anything else (malformed JSON, nesting past maxDepth),
+// so that parseTree can ask parseTreeStd for the exact message. FuzzScanTree holds the two to
+// the same trees.
 
 // scanner reads one JSON value from text.
 type scanner struct {
-	text string
-	i    int
-	slab []node
+	text  string
+	i     int
+	nodes arena[node]
 	// The members of the objects and the elements of the arrays being read are gathered on a
 	// stack (a nested value's are popped before its parent's next); each object's or array's
-	// are then copied, at their exact length, into a slab that later ones share.
+	// are then copied, at their exact length, into an arena.
 	fstack []field
-	fslab  []field
+	fields arena[field]
 	istack []*node
-	islab  []*node
+	items  arena[*node]
 	// scratch is where escaped strings are unescaped, reused from one to the next.
 	scratch []byte
 }
 
+// The arenas' chunk sizes, and how many chunks of each a Parser keeps for its next body: about
+// 200 KiB in all, room for the tree of a batch of 50 events (some 1,300 nodes and as many
+// members), so that a body that is nearly all tree cannot leave a pooled Parser holding
+// megabytes.
+const (
+	nodeChunk, nodeChunksKept   = 64, 24
+	fieldChunk, fieldChunksKept = 128, 16
+	itemChunk, itemChunksKept   = 64, 8
+)
+
+// arena hands out runs of values from chunks, which reset keeps, cleared, for the next tree.
+// A run never moves: nodes point to each other.
+type arena[T any] struct {
+	chunks [][]T
+	cur    int // the chunk being filled
+}
+
+// carve returns a run of n zero values, from a chunk of size values; a run longer than a chunk
+// is allocated on its own.
+func (a *arena[T]) carve(n, size int) []T {
+	if n > size {
+		return make([]T, n)
+	}
+	for ; a.cur < len(a.chunks); a.cur++ {
+		if c := a.chunks[a.cur]; cap(c)-len(c) >= n {
+			a.chunks[a.cur] = c[:len(c)+n]
+			return c[len(c) : len(c)+n : len(c)+n]
+		}
+	}
+	c := make([]T, n, size)
+	a.chunks = append(a.chunks, c)
+	return c[:n:n]
+}
+
+// reset clears every value handed out, so that the chunks hold no pointer into the last body,
+// and keeps at most kept chunks for the next tree.
+func (a *arena[T]) reset(kept int) {
+	for i, c := range a.chunks {
+		clear(c)
+		a.chunks[i] = c[:0]
+	}
+	if len(a.chunks) > kept {
+		clear(a.chunks[kept:])
+		a.chunks = a.chunks[:kept]
+	}
+	a.cur = 0
+}
+
+// reset readies s for another body: its arenas and stacks cleared, its text forgotten.
+func (s *scanner) reset() {
+	s.text, s.i = "", 0
+	s.nodes.reset(nodeChunksKept)
+	s.fields.reset(fieldChunksKept)
+	s.items.reset(itemChunksKept)
+	clear(s.fstack[:cap(s.fstack)])
+	clear(s.istack[:cap(s.istack)])
+	s.fstack, s.istack = s.fstack[:0], s.istack[:0]
+	// An object of thousands of members, or a long escaped string, leaves its stack or scratch
+	// large: dropped, rather than kept for bodies that will not need it.
+	if cap(s.fstack) > stackKept {
+		s.fstack = nil
+	}
+	if cap(s.istack) > stackKept {
+		s.istack = nil
+	}
+	if cap(s.scratch) > scratchKept {
+		s.scratch = nil
+	}
+}
+
+// The most members or elements a Parser's stacks keep room for, and the most bytes of scratch.
+const stackKept, scratchKept = 1024, 16 << 10
+
 // scanTree returns the tree of data, or ok false when data is not one valid JSON value with
 // nothing but white space after it, or nests deeper than maxDepth.
 func scanTree(data []byte) (n *node, ok bool) {
-	s := scanner{text: string(data)}
+	var s scanner
+	return s.tree(data)
+}
+
+// tree is scanTree with s's arenas.
+func (s *scanner) tree(data []byte) (n *node, ok bool) {
+	s.text, s.i = string(data), 0
 	n, ok = s.value(0)
 	if !ok {
 		return nil, false
@@ -42,24 +122,16 @@ func scanTree(data []byte) (n *node, ok bool) {
 	return n, s.i == len(s.text)
 }
 
-// alloc returns a zeroed node from the current slab.
+// alloc returns a zeroed node.
 func (s *scanner) alloc() *node {
-	if len(s.slab) == cap(s.slab) {
-		s.slab = make([]node, 0, 32)
-	}
-	s.slab = s.slab[:len(s.slab)+1]
-	return &s.slab[len(s.slab)-1]
+	return &s.nodes.carve(1, nodeChunk)[0]
 }
 
-// keep returns a copy of xs carved from *slab, which it replaces with a new slab when the
-// current one has no room left.
-func keep[T any](slab *[]T, xs []T) []T {
-	if cap(*slab)-len(*slab) < len(xs) {
-		*slab = make([]T, 0, max(64, len(xs)))
-	}
-	at := len(*slab)
-	*slab = append(*slab, xs...)
-	return (*slab)[at:len(*slab):len(*slab)]
+// keep returns a copy of xs carved from a.
+func keep[T any](a *arena[T], xs []T, size int) []T {
+	out := a.carve(len(xs), size)
+	copy(out, xs)
+	return out
 }
 
 func (s *scanner) space() {
@@ -162,7 +234,7 @@ func (s *scanner) object(depth int) (*node, bool) {
 		}
 		if !more {
 			n.end = int64(s.i)
-			n.fields = keep(&s.fslab, s.fstack[mark:])
+			n.fields = keep(&s.fields, s.fstack[mark:], fieldChunk)
 			return n, true
 		}
 	}
@@ -211,7 +283,7 @@ func (s *scanner) array(depth int) (*node, bool) {
 			return nil, false
 		}
 		if !more {
-			n.items = keep(&s.islab, s.istack[mark:])
+			n.items = keep(&s.items, s.istack[mark:], itemChunk)
 			return n, true
 		}
 	}
