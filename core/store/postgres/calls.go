@@ -209,7 +209,12 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 	defer conn.Release()
 
 	if len(w.Calls) > 1 {
-		results, err := writeMany(ctx, conn, w, order)
+		p, _ := s.params.Get().(*params)
+		if p == nil {
+			p = new(params)
+		}
+		results, err := writeMany(ctx, conn, w, order, p)
+		s.params.Put(p)
 		if err != nil {
 			return nil, classify(ctx, conn, err)
 		}

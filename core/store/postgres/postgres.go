@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,6 +46,8 @@ type Store struct {
 	acquireTimeout time.Duration
 	// eventRows[n] is insertEventsSQL for n events as rows of scalar parameters (eventRowsSQL).
 	eventRows [maxEventRows + 1]string
+	// params are *params, each used by one batch at a time (writeMany).
+	params sync.Pool
 }
 
 var _ store.Store = (*Store)(nil)

@@ -8,11 +8,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/store"
 )
+
+// binaryParams says every parameter is sent in binary format.
+var binaryParams = []int16{1}
 
 // writeManySQL is a Write of several calls as one statement: the calls upserted as
 // upsertCallSQL does, in the order of the arrays, then the events not on file appended to the
@@ -61,47 +63,76 @@ SELECT c.provider, c.provider_call_id, c.id, c.created, c.clients, NULL::text FR
 UNION ALL
 SELECT NULL, NULL, e.call_id, NULL, NULL, e.dedupe_key FROM e`
 
+// The names writeManySQL and checkedWriteManySQL are prepared under on each connection.
+const (
+	writeManyName        = "callwire_write_many"
+	checkedWriteManyName = "callwire_write_many_checked"
+)
+
 // writeMany sends w (several calls) as one statement and reads its results, in the order of
 // w.Calls. order is w.Calls sorted by (provider, providerCallId), the order calls are locked in.
-func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []int) ([]store.CallResult, error) {
+// The statement's parameters are written into p (see params).
+func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []int, p *params) ([]store.CallResult, error) {
 	nc, ne := len(w.Calls), 0
+	size := 256
 	for i := range w.Calls {
-		ne += len(w.Calls[i].Events)
-	}
-	var (
-		ids, providers, pcids, directions = make([]string, 0, nc), make([]string, 0, nc), make([]string, 0, nc), make([]string, 0, nc)
-		states                            = make([]int16, 0, nc)
-		blocks, clients                   = make([]json.RawMessage, 0, nc), make([]json.RawMessage, 0, nc)
-		blockSeqs                         = make([]int64, 0, nc)
-		blockAts, firstAts, lastAts       = make([]time.Time, 0, nc), make([]time.Time, 0, nc), make([]time.Time, 0, nc)
-
-		eProviders, ePcids, eIDs, eTypes, eKeys, ePeids = make([]string, 0, ne), make([]string, 0, ne), make([]string, 0, ne), make([]string, 0, ne), make([]string, 0, ne), make([]string, 0, ne)
-		eSeqs                                           = make([]int64, 0, ne)
-		eOccurred, eOrdered                             = make([]time.Time, 0, ne), make([]time.Time, 0, ne)
-		eBodies                                         = make([]json.RawMessage, 0, ne)
-	)
-	for _, i := range order {
 		c := &w.Calls[i]
-		ids, providers, pcids, directions = append(ids, c.ID), append(providers, c.Provider), append(pcids, c.ProviderCallID), append(directions, c.Direction)
-		states = append(states, int16(c.State))
-		blocks, clients = append(blocks, nullJSON(c.Block)), append(clients, nullJSON(c.Clients))
-		blockSeqs = append(blockSeqs, c.BlockSequence)
-		blockAts, firstAts, lastAts = append(blockAts, c.BlockAt), append(firstAts, c.FirstAt), append(lastAts, c.LastAt)
-		for _, e := range c.Events {
-			eProviders, ePcids = append(eProviders, c.Provider), append(ePcids, c.ProviderCallID)
-			eIDs, eTypes, eKeys, ePeids = append(eIDs, e.ID), append(eTypes, e.Type), append(eKeys, e.DedupeKey), append(ePeids, e.ProviderEventID)
-			eSeqs = append(eSeqs, e.Sequence)
-			eOccurred, eOrdered = append(eOccurred, e.OccurredAt), append(eOrdered, e.OrderAt)
-			eBodies = append(eBodies, e.Body)
+		ne += len(c.Events)
+		size += 128 + len(c.ID) + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
+		for j := range c.Events {
+			e := &c.Events[j]
+			size += 96 + len(c.Provider) + len(c.ProviderCallID) + len(e.ID) + len(e.Type) + len(e.DedupeKey) +
+				len(e.ProviderEventID) + len(e.Body)
 		}
 	}
-	args := []any{w.OrgID, nullTime(w.ReceivedAt),
-		ids, providers, pcids, directions, states, blocks, blockSeqs, blockAts, firstAts, lastAts, clients,
-		eProviders, ePcids, eIDs, eTypes, eKeys, eSeqs, ePeids, eOccurred, eOrdered, eBodies}
-	sql := writeManySQL
+	p.reset(size)
+	// The events in the order of the calls, and the call of each.
+	p.events, p.eventCalls = p.events[:0], p.eventCalls[:0]
+	for _, i := range order {
+		c := &w.Calls[i]
+		for j := range c.Events {
+			p.events, p.eventCalls = append(p.events, &c.Events[j]), append(p.eventCalls, c)
+		}
+	}
+	defer func() { clear(p.events); clear(p.eventCalls) }()
+	call := func(k int) *store.CallWrite { return &w.Calls[order[k]] }
+	p.text(w.OrgID)
+	p.timestamptz(nullTime(w.ReceivedAt))
+	p.textArray(nc, func(k int) string { return call(k).ID })
+	p.textArray(nc, func(k int) string { return call(k).Provider })
+	p.textArray(nc, func(k int) string { return call(k).ProviderCallID })
+	p.textArray(nc, func(k int) string { return call(k).Direction })
+	p.int2Array(nc, func(k int) int16 { return int16(call(k).State) })
+	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Block })
+	p.int8Array(nc, func(k int) int64 { return call(k).BlockSequence })
+	p.timestamptzArray(nc, func(k int) time.Time { return call(k).BlockAt })
+	p.timestamptzArray(nc, func(k int) time.Time { return call(k).FirstAt })
+	p.timestamptzArray(nc, func(k int) time.Time { return call(k).LastAt })
+	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Clients })
+	p.textArray(ne, func(k int) string { return p.eventCalls[k].Provider })
+	p.textArray(ne, func(k int) string { return p.eventCalls[k].ProviderCallID })
+	p.textArray(ne, func(k int) string { return p.events[k].ID })
+	p.textArray(ne, func(k int) string { return p.events[k].Type })
+	p.textArray(ne, func(k int) string { return p.events[k].DedupeKey })
+	p.int8Array(ne, func(k int) int64 { return p.events[k].Sequence })
+	p.textArray(ne, func(k int) string { return p.events[k].ProviderEventID })
+	p.timestamptzArray(ne, func(k int) time.Time { return p.events[k].OccurredAt })
+	p.timestamptzArray(ne, func(k int) time.Time { return p.events[k].OrderAt })
+	p.jsonArray(ne, func(k int) json.RawMessage { return p.events[k].Body })
+	name, sql := writeManyName, writeManySQL
 	if w.Check != nil {
-		sql = checkedWriteManySQL
-		args = append(args, w.Check.ClientID, w.Check.SecretHash, w.Check.At)
+		name, sql = checkedWriteManyName, checkedWriteManySQL
+		p.text(w.Check.ClientID)
+		p.bytea(w.Check.SecretHash)
+		at := w.Check.At
+		p.timestamptz(&at)
+	}
+	sd, err := conn.Conn().Prepare(ctx, name, sql)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.check(sd.ParamOIDs); err != nil {
+		return nil, fmt.Errorf("write: %w", err)
 	}
 
 	type key struct{ provider, providerCallID string }
@@ -112,33 +143,37 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	results := make([]store.CallResult, nc)
 	seen := make([]bool, nc)
 	stored := make(map[[2]string]bool, ne) // call id, dedupe key
-	rows, _ := conn.Query(ctx, sql, args...)
-	var (
-		provider, pcid *string
-		id             string
-		created        *bool
-		clientsOnFile  []byte
-		dedupeKey      *string
-	)
-	_, err := pgx.ForEachRow(rows, []any{&provider, &pcid, &id, &created, &clientsOnFile, &dedupeKey}, func() error {
-		if dedupeKey != nil {
-			stored[[2]string{id, *dedupeKey}] = true
-			return nil
-		}
-		if provider == nil || pcid == nil || created == nil {
-			return errors.New("write returned a call row without its key")
-		}
-		i, ok := index[key{*provider, *pcid}]
-		if !ok || seen[i] {
-			return fmt.Errorf("write returned call %q/%q, not asked for or twice", *provider, *pcid)
-		}
-		seen[i] = true
-		results[i] = store.CallResult{ID: id, Created: *created}
-		if clientsOnFile != nil {
-			results[i].Clients = append(json.RawMessage(nil), clientsOnFile...)
+	// Rows, all columns as text: provider, providerCallId, id, created, clients, dedupe key.
+	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
+	err = func() error {
+		for rr.NextRow() {
+			v := rr.Values()
+			if len(v) != 6 || v[2] == nil {
+				return fmt.Errorf("write returned a row of %d columns without an id", len(v))
+			}
+			id := string(v[2])
+			if v[5] != nil {
+				stored[[2]string{id, string(v[5])}] = true
+				continue
+			}
+			if v[0] == nil || v[1] == nil || len(v[3]) != 1 {
+				return errors.New("write returned a call row without its key")
+			}
+			i, ok := index[key{string(v[0]), string(v[1])}]
+			if !ok || seen[i] {
+				return fmt.Errorf("write returned call %q/%q, not asked for or twice", v[0], v[1])
+			}
+			seen[i] = true
+			results[i] = store.CallResult{ID: id, Created: v[3][0] == 't'}
+			if v[4] != nil {
+				results[i].Clients = append(json.RawMessage(nil), v[4]...)
+			}
 		}
 		return nil
-	})
+	}()
+	if _, cerr := rr.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, err
 	}
