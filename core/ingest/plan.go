@@ -103,7 +103,8 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 			return orderAt(idx[a]).Before(orderAt(idx[b]))
 		})
 		w := &pc.write
-		seen := map[string]int{}
+		w.Events = make([]store.EventWrite, 0, len(idx))
+		pc.unique = make([]int, 0, len(idx))
 		for n, i := range idx {
 			e := &events[i].Event
 			at := orderAt(i)
@@ -117,11 +118,12 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 				w.State = s
 			}
 			dk := e.DedupeKey()
-			if pos, dup := seen[dk]; dup {
+			// A request holds at most event.MaxBatch events: a scan of the call's kept ones is
+			// cheaper than a map.
+			if pos := keptAt(w.Events, dk); pos >= 0 {
 				pc.slot[i] = pos
 				continue
 			}
-			seen[dk] = len(w.Events)
 			pc.slot[i] = len(w.Events)
 			pc.unique = append(pc.unique, i)
 			if e.Type == event.CallReceived && pc.received < 0 {
@@ -145,4 +147,14 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 		w.Direction = string(events[last].Event.Call.Direction)
 	}
 	return calls
+}
+
+// keptAt returns the position of the event with dedupe key dk among events, or -1.
+func keptAt(events []store.EventWrite, dk string) int {
+	for pos := range events {
+		if events[pos].DedupeKey == dk {
+			return pos
+		}
+	}
+	return -1
 }
