@@ -208,62 +208,18 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 	}
 	defer conn.Release()
 
+	p, _ := s.params.Get().(*params)
+	if p == nil {
+		p = new(params)
+	}
+	var results []store.CallResult
 	if len(w.Calls) > 1 {
-		p, _ := s.params.Get().(*params)
-		if p == nil {
-			p = new(params)
-		}
-		results, err := writeMany(ctx, conn, w, order, p)
-		s.params.Put(p)
-		if err != nil {
-			return nil, classify(ctx, conn, err)
-		}
-		if err := readDuplicateIDs(ctx, conn, w, results); err != nil {
-			return nil, classify(ctx, conn, err)
-		}
-		return results, nil
+		results, err = writeMany(ctx, conn, w, order, p)
+	} else {
+		results, err = s.writeOne(ctx, conn, w, p)
 	}
-	received := nullTime(w.ReceivedAt)
-	b := &pgx.Batch{}
-	for n, i := range order {
-		c := &w.Calls[i]
-		args := []any{w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction, int16(c.State),
-			nullJSON(c.Block), c.BlockSequence, c.BlockAt, c.FirstAt, c.LastAt, nullJSON(c.Clients), received}
-		if n == 0 && w.Check != nil {
-			b.Queue(checkedUpsertCallSQL, append(args, w.Check.ClientID, w.Check.SecretHash, w.Check.At)...)
-		} else {
-			b.Queue(upsertCallSQL, args...)
-		}
-		if len(c.Events) == 0 {
-			continue
-		}
-		n := len(c.Events)
-		if n <= maxEventRows {
-			args := make([]any, 0, 4+8*n)
-			args = append(args, w.OrgID, c.Provider, c.ProviderCallID, received)
-			for _, e := range c.Events {
-				args = append(args, e.ID, e.Type, e.DedupeKey, e.Sequence, e.ProviderEventID, e.OccurredAt, e.OrderAt, e.Body)
-			}
-			b.Queue(s.eventRows[n], args...)
-			continue
-		}
-		ids, types, keys, peids := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		seqs := make([]int64, n)
-		occurred, ordered := make([]time.Time, n), make([]time.Time, n)
-		bodies := make([]json.RawMessage, n)
-		for j, e := range c.Events {
-			ids[j], types[j], keys[j], peids[j] = e.ID, e.Type, e.DedupeKey, e.ProviderEventID
-			seqs[j], occurred[j], ordered[j], bodies[j] = e.Sequence, e.OccurredAt, e.OrderAt, e.Body
-		}
-		b.Queue(insertEventsSQL, w.OrgID, c.Provider, c.ProviderCallID, received,
-			ids, types, keys, seqs, peids, occurred, ordered, bodies)
-	}
-
-	br := conn.SendBatch(ctx, b)
-	results := make([]store.CallResult, len(w.Calls))
-	readErr := readWrite(br, w, order, results)
-	closeErr := br.Close()
-	if err := cmp.Or(readErr, closeErr); err != nil {
+	s.params.Put(p)
+	if err != nil {
 		return nil, classify(ctx, conn, err)
 	}
 	if err := readDuplicateIDs(ctx, conn, w, results); err != nil {
@@ -322,40 +278,6 @@ func readDuplicateIDs(ctx context.Context, conn *pgxpool.Conn, w store.Write, re
 		}
 	}
 	return br.Close()
-}
-
-// readWrite reads the batch results of writeOnce into results.
-func readWrite(br pgx.BatchResults, w store.Write, order []int, results []store.CallResult) error {
-	for n, i := range order {
-		c := &w.Calls[i]
-		r := &results[i]
-		if err := br.QueryRow().Scan(&r.ID, &r.Created, rawJSON(&r.Clients)); err != nil {
-			if n == 0 && w.Check != nil && errors.Is(err, pgx.ErrNoRows) {
-				// The guard returned false (see keyCheckFalse): the upsert formed no row.
-				return keyCheckFalse()
-			}
-			return err
-		}
-		r.Events = make([]store.EventResult, len(c.Events))
-		if len(c.Events) == 0 {
-			continue
-		}
-		rows, _ := br.Query()
-		stored, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		// A stored event has the ID the writer gave it; a duplicate's is read after the write
-		// (readDuplicateIDs).
-		for j, e := range c.Events {
-			if slices.Contains(stored, e.DedupeKey) {
-				r.Events[j] = store.EventResult{ID: e.ID}
-			} else {
-				r.Events[j] = store.EventResult{Duplicate: true}
-			}
-		}
-	}
-	return nil
 }
 
 // rawJSON returns a scan target that stores a json column's text in *v as it is, or nil for

@@ -66,12 +66,17 @@ func (p *params) values() [][]byte {
 // check returns an error unless the statement's parameter types, as the server described them,
 // are those p wrote.
 func (p *params) check(oids []uint32) error {
-	if len(oids) != len(p.oids) {
-		return fmt.Errorf("the statement takes %d parameters, %d written", len(oids), len(p.oids))
+	return p.checkFrom(0, len(p.oids), oids)
+}
+
+// checkFrom is check for the statement whose parameters are p's from to to.
+func (p *params) checkFrom(from, to int, oids []uint32) error {
+	if len(oids) != to-from {
+		return fmt.Errorf("the statement takes %d parameters, %d written", len(oids), to-from)
 	}
 	for i, o := range oids {
-		if o != p.oids[i] {
-			return fmt.Errorf("parameter $%d is of type %d, written as %d", i+1, o, p.oids[i])
+		if o != p.oids[from+i] {
+			return fmt.Errorf("parameter $%d is of type %d, written as %d", i+1, o, p.oids[from+i])
 		}
 	}
 	return nil
@@ -196,4 +201,31 @@ func (p *params) jsonArray(n int, at func(int) json.RawMessage) {
 		p.element(v)
 	}
 	p.end(pgtype.JSONArrayOID)
+}
+
+// timestamptzAt writes t.
+func (p *params) timestamptzAt(t time.Time) {
+	p.timestamptz(&t)
+}
+
+// int2 writes a smallint.
+func (p *params) int2(v int16) {
+	p.buf = binary.BigEndian.AppendUint16(p.buf, uint16(v))
+	p.end(pgtype.Int2OID)
+}
+
+// int8 writes a bigint.
+func (p *params) int8(v int64) {
+	p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(v))
+	p.end(pgtype.Int8OID)
+}
+
+// json writes a json value, NULL when v is empty.
+func (p *params) json(v json.RawMessage) {
+	if len(v) == 0 {
+		p.null(pgtype.JSONOID)
+		return
+	}
+	p.buf = append(p.buf, v...)
+	p.end(pgtype.JSONOID)
 }

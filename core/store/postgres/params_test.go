@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,11 @@ func TestParamsAgreeWithPgx(t *testing.T) {
 		{"text", "text", texts[2], func(p *params) { p.text(texts[2]) }},
 		{"timestamptz", "timestamptz", at, func(p *params) { p.timestamptz(&at) }},
 		{"timestamptz NULL", "timestamptz", (*time.Time)(nil), func(p *params) { p.timestamptz(nil) }},
+		{"smallint", "smallint", int16(-2), func(p *params) { p.int2(-2) }},
+		{"bigint", "bigint", int64(-1) << 40, func(p *params) { p.int8(-1 << 40) }},
+		{"json", "json", jsons[0], func(p *params) { p.json(jsons[0]) }},
+		{"json NULL", "json", json.RawMessage(nil), func(p *params) { p.json(nil) }},
+		{"timestamptz before 2000", "timestamptz", old, func(p *params) { p.timestamptzAt(old) }},
 		{"bytea", "bytea", []byte{0, 1, 0xff}, func(p *params) { p.bytea([]byte{0, 1, 0xff}) }},
 		{"bytea NULL", "bytea", []byte(nil), func(p *params) { p.bytea(nil) }},
 		{"text[]", "text[]", texts, func(p *params) { p.textArray(len(texts), func(i int) string { return texts[i] }) }},
@@ -52,7 +58,7 @@ func TestParamsAgreeWithPgx(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sql := fmt.Sprintf("SELECT $1::%s::text, array_ndims($1::%[1]s), cardinality($1::%[1]s)", tc.cast)
-			if tc.cast == "text" || tc.cast == "timestamptz" || tc.cast == "bytea" {
+			if !strings.HasSuffix(tc.cast, "[]") {
 				sql = fmt.Sprintf("SELECT $1::%s::text, NULL::int, NULL::int", tc.cast)
 			}
 			if _, err := conn.Exec(t.Context(), "SET TIME ZONE 'UTC'"); err != nil {
