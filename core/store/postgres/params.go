@@ -158,34 +158,35 @@ func (p *params) textArray(n int, at func(int) string) {
 	p.end(pgtype.TextArrayOID)
 }
 
+// fixedArray writes an array of n elements of width bytes each, which put appends, one by one.
+func (p *params) fixedArray(elem, array uint32, n int, width uint32, put func(i int)) {
+	p.array(elem, n)
+	for i := range n {
+		p.buf = binary.BigEndian.AppendUint32(p.buf, width)
+		put(i)
+	}
+	p.end(array)
+}
+
 // int2Array writes a smallint[] of the n values of at.
 func (p *params) int2Array(n int, at func(int) int16) {
-	p.array(pgtype.Int2OID, n)
-	for i := range n {
-		p.buf = binary.BigEndian.AppendUint32(p.buf, 2)
+	p.fixedArray(pgtype.Int2OID, pgtype.Int2ArrayOID, n, 2, func(i int) {
 		p.buf = binary.BigEndian.AppendUint16(p.buf, uint16(at(i)))
-	}
-	p.end(pgtype.Int2ArrayOID)
+	})
 }
 
 // int8Array writes a bigint[] of the n values of at.
 func (p *params) int8Array(n int, at func(int) int64) {
-	p.array(pgtype.Int8OID, n)
-	for i := range n {
-		p.buf = binary.BigEndian.AppendUint32(p.buf, 8)
+	p.fixedArray(pgtype.Int8OID, pgtype.Int8ArrayOID, n, 8, func(i int) {
 		p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(at(i)))
-	}
-	p.end(pgtype.Int8ArrayOID)
+	})
 }
 
 // timestamptzArray writes a timestamptz[] of the n values of at.
 func (p *params) timestamptzArray(n int, at func(int) time.Time) {
-	p.array(pgtype.TimestamptzOID, n)
-	for i := range n {
-		p.buf = binary.BigEndian.AppendUint32(p.buf, 8)
+	p.fixedArray(pgtype.TimestamptzOID, pgtype.TimestamptzArrayOID, n, 8, func(i int) {
 		p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(microsSince2000(at(i))))
-	}
-	p.end(pgtype.TimestamptzArrayOID)
+	})
 }
 
 // jsonArray writes a json[] of the n values of at, an empty value as NULL.
