@@ -133,6 +133,7 @@ func New(o Options) (*fiber.App, error) {
 		o.StreamContext = o.BaseContext
 	}
 	a := &api{o: o, log: o.Logger, retryAfter: strconv.Itoa(int((o.RetryAfter + time.Second - 1) / time.Second))}
+	a.parsers.New = func() any { return new(event.Parser) }
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -482,10 +483,7 @@ func (a *api) postEvents(c *fiber.Ctx) error {
 		})
 	}
 	// The raw body: Fiber's buffer, valid until the handler returns, which is after the write.
-	parser, _ := a.parsers.Get().(*event.Parser)
-	if parser == nil {
-		parser = new(event.Parser)
-	}
+	parser := a.parsers.Get().(*event.Parser)
 	events, _, err := parser.Parse(c.Request().Body())
 	a.parsers.Put(parser) // the events share no memory with it
 	if err != nil {

@@ -20,14 +20,7 @@ func AppendJSONString[T string | []byte](b []byte, s T, escapeHTML bool) []byte 
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		// Runs of bytes that need nothing are skipped eight at a time, to the first that may.
-		for i+8 <= len(s) {
-			if m := flagged(load64(s, i), escapeHTML); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+		i = skipPlain(s, i, escapeHTML)
 		if i >= len(s) {
 			break
 		}
@@ -79,6 +72,19 @@ func AppendJSONString[T string | []byte](b []byte, s T, escapeHTML bool) []byte 
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// skipPlain returns the first index from i of s whose byte flagged marks, or, when none is, of
+// the last run of fewer than eight bytes: runs of bytes that need nothing are skipped eight at
+// a time.
+func skipPlain[T string | []byte](s T, i int, html bool) int {
+	for i+8 <= len(s) {
+		if m := flagged(load64(s, i), html); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	return i
 }
 
 // load64 reads the eight bytes of s from i, little-endian.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"strconv"
 	"time"
 )
@@ -341,13 +340,7 @@ func (c *compactor) str() bool {
 	start := c.i
 	i := c.i + 1
 	for i < len(s) {
-		for i+8 <= len(s) {
-			if m := flagged(load64(s, i), true); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+		i = skipPlain(s, i, true)
 		if i >= len(s) {
 			break
 		}

@@ -208,10 +208,7 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 	}
 	defer conn.Release()
 
-	p, _ := s.params.Get().(*params)
-	if p == nil {
-		p = new(params)
-	}
+	p := s.params.Get().(*params)
 	var results []store.CallResult
 	if len(w.Calls) > 1 {
 		results, err = writeMany(ctx, conn, w, order, p)
@@ -284,15 +281,6 @@ func readDuplicateIDs(ctx context.Context, conn *pgxpool.Conn, w store.Write, re
 // NULL. (pgx would run a *json.RawMessage target through json.Unmarshal, which trims the
 // whitespace around the value.)
 func rawJSON(v *json.RawMessage) *[]byte { return (*[]byte)(v) }
-
-// nullJSON returns nil, which pgx sends as SQL NULL (alone or in an array), for an empty JSON
-// value, v otherwise.
-func nullJSON(v json.RawMessage) json.RawMessage {
-	if len(v) == 0 {
-		return nil
-	}
-	return v
-}
 
 // KnownEvents reports, for each ref in order, whether that event is on file for the
 // organization. It reads the database once.

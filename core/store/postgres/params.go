@@ -11,14 +11,14 @@ import (
 	"github.com/callwire/callwire/core/store"
 )
 
-// A batch's statement (writeManySQL) carries a request's events, payloads and all, in
-// parameters: 40 KB for 50 events. pgx encodes parameters through a plan per value into a
-// buffer it shrinks back to 256 bytes after every statement, so each batch grew it anew from
-// there; in the server's allocation profile under batches that was a quarter of every byte
-// allocated, and the plans a tenth of its CPU. params writes the statement's parameters in
-// PostgreSQL's binary format (the formats of array_recv, textrecv, json_recv, int2recv,
-// int8recv, timestamptz_recv and bytearecv) into one buffer that the store keeps for the next
-// batch.
+// A write's statements (writeManySQL for several calls, upsertCallSQL and the events' insert for
+// one) carry a request's events, payloads and all, in parameters: 40 KB for 50 events. pgx
+// encodes parameters through a plan per value into a buffer it shrinks back to 256 bytes after
+// every statement, so each batch grew it anew from there; in the server's allocation profile
+// under batches that was a quarter of every byte allocated, and the plans a tenth of its CPU.
+// params writes the statements' parameters in PostgreSQL's binary format (the formats of
+// array_recv, textrecv, json_recv, int2recv, int8recv, timestamptz_recv and bytearecv) into one
+// buffer that the store keeps for the next write.
 
 // params is a statement's parameters in binary format, written one after the other.
 type params struct {
@@ -126,7 +126,7 @@ func microsSince2000(t time.Time) int64 {
 }
 
 // array writes the header of a one-dimensional array of n elements of type elem; its elements
-// follow. It returns where the header's null flag is, for nullable to set.
+// follow. It returns where the header's null flag is, for jsonArray to set.
 func (p *params) array(elem uint32, n int) int {
 	p.buf = binary.BigEndian.AppendUint32(p.buf, 1) // dimensions
 	flag := len(p.buf)
@@ -137,23 +137,17 @@ func (p *params) array(elem uint32, n int) int {
 	return flag
 }
 
-// element writes one array element's bytes.
-func (p *params) element(b []byte) {
-	p.buf = binary.BigEndian.AppendUint32(p.buf, uint32(len(b)))
-	p.buf = append(p.buf, b...)
-}
-
-// elementString writes one array element's bytes.
-func (p *params) elementString(s string) {
-	p.buf = binary.BigEndian.AppendUint32(p.buf, uint32(len(s)))
-	p.buf = append(p.buf, s...)
+// appendElement appends one array element's length and bytes to buf.
+func appendElement[T ~string | ~[]byte](buf []byte, v T) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(v)))
+	return append(buf, v...)
 }
 
 // textArray writes a text[] of the n values of at.
 func (p *params) textArray(n int, at func(int) string) {
 	p.array(pgtype.TextOID, n)
 	for i := range n {
-		p.elementString(at(i))
+		p.buf = appendElement(p.buf, at(i))
 	}
 	p.end(pgtype.TextArrayOID)
 }
@@ -199,7 +193,7 @@ func (p *params) jsonArray(n int, at func(int) json.RawMessage) {
 			binary.BigEndian.PutUint32(p.buf[flag:], 1)
 			continue
 		}
-		p.element(v)
+		p.buf = appendElement(p.buf, v)
 	}
 	p.end(pgtype.JSONArrayOID)
 }
@@ -229,4 +223,30 @@ func (p *params) json(v json.RawMessage) {
 	}
 	p.buf = append(p.buf, v...)
 	p.end(pgtype.JSONOID)
+}
+
+// eventArrays writes the n events of at as the eight arrays insertEventsSQL and writeManySQL
+// take in this order: id, type, dedupe key, sequence, provider event ID, occurredAt, order time,
+// body.
+func (p *params) eventArrays(n int, at func(int) *store.EventWrite) {
+	p.textArray(n, func(k int) string { return at(k).ID })
+	p.textArray(n, func(k int) string { return at(k).Type })
+	p.textArray(n, func(k int) string { return at(k).DedupeKey })
+	p.int8Array(n, func(k int) int64 { return at(k).Sequence })
+	p.textArray(n, func(k int) string { return at(k).ProviderEventID })
+	p.timestamptzArray(n, func(k int) time.Time { return at(k).OccurredAt })
+	p.timestamptzArray(n, func(k int) time.Time { return at(k).OrderAt })
+	p.jsonArray(n, func(k int) json.RawMessage { return at(k).Body })
+}
+
+// eventSize is about the bytes an event takes among a write's parameters.
+func eventSize(e *store.EventWrite) int {
+	return 96 + len(e.ID) + len(e.Type) + len(e.DedupeKey) + len(e.ProviderEventID) + len(e.Body)
+}
+
+// keyCheck writes the three parameters callwire_check_key takes: client ID, secret hash, time.
+func (p *params) keyCheck(c *store.KeyCheck) {
+	p.text(c.ClientID)
+	p.bytea(c.SecretHash)
+	p.timestamptzAt(c.At)
 }

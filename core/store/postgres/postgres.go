@@ -46,7 +46,7 @@ type Store struct {
 	acquireTimeout time.Duration
 	// eventRows[n] is insertEventsSQL for n events as rows of scalar parameters (eventRowsSQL).
 	eventRows [maxEventRows + 1]string
-	// params are *params, each used by one batch at a time (writeMany).
+	// params are *params, each used by one write at a time (writeMany, writeOne).
 	params sync.Pool
 }
 
@@ -80,6 +80,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 		cfg.MinConns = cfg.MaxConns
 	}
 	s := &Store{acquireTimeout: opts.AcquireTimeout}
+	s.params.New = func() any { return new(params) }
 	for n := 1; n <= maxEventRows; n++ {
 		s.eventRows[n] = eventRowsSQL(n)
 	}

@@ -80,9 +80,7 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		ne += len(c.Events)
 		size += 128 + len(c.ID) + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
 		for j := range c.Events {
-			e := &c.Events[j]
-			size += 96 + len(c.Provider) + len(c.ProviderCallID) + len(e.ID) + len(e.Type) + len(e.DedupeKey) +
-				len(e.ProviderEventID) + len(e.Body)
+			size += eventSize(&c.Events[j]) + len(c.Provider) + len(c.ProviderCallID)
 		}
 	}
 	p.reset(size)
@@ -111,21 +109,11 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Clients })
 	p.textArray(ne, func(k int) string { return p.eventCalls[k].Provider })
 	p.textArray(ne, func(k int) string { return p.eventCalls[k].ProviderCallID })
-	p.textArray(ne, func(k int) string { return p.events[k].ID })
-	p.textArray(ne, func(k int) string { return p.events[k].Type })
-	p.textArray(ne, func(k int) string { return p.events[k].DedupeKey })
-	p.int8Array(ne, func(k int) int64 { return p.events[k].Sequence })
-	p.textArray(ne, func(k int) string { return p.events[k].ProviderEventID })
-	p.timestamptzArray(ne, func(k int) time.Time { return p.events[k].OccurredAt })
-	p.timestamptzArray(ne, func(k int) time.Time { return p.events[k].OrderAt })
-	p.jsonArray(ne, func(k int) json.RawMessage { return p.events[k].Body })
+	p.eventArrays(ne, func(k int) *store.EventWrite { return p.events[k] })
 	name, sql := writeManyName, writeManySQL
 	if w.Check != nil {
 		name, sql = checkedWriteManyName, checkedWriteManySQL
-		p.text(w.Check.ClientID)
-		p.bytea(w.Check.SecretHash)
-		at := w.Check.At
-		p.timestamptz(&at)
+		p.keyCheck(w.Check)
 	}
 	sd, err := conn.Conn().Prepare(ctx, name, sql)
 	if err != nil {
@@ -145,35 +133,29 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	stored := make(map[[2]string]bool, ne) // call id, dedupe key
 	// Rows, all columns as text: provider, providerCallId, id, created, clients, dedupe key.
 	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
-	err = func() error {
-		for rr.NextRow() {
-			v := rr.Values()
-			if len(v) != 6 || v[2] == nil {
-				return fmt.Errorf("write returned a row of %d columns without an id", len(v))
-			}
-			id := string(v[2])
-			if v[5] != nil {
-				stored[[2]string{id, string(v[5])}] = true
-				continue
-			}
-			if v[0] == nil || v[1] == nil || len(v[3]) != 1 {
-				return errors.New("write returned a call row without its key")
-			}
-			i, ok := index[key{string(v[0]), string(v[1])}]
-			if !ok || seen[i] {
-				return fmt.Errorf("write returned call %q/%q, not asked for or twice", v[0], v[1])
-			}
-			seen[i] = true
-			results[i] = store.CallResult{ID: id, Created: v[3][0] == 't'}
-			if v[4] != nil {
-				results[i].Clients = append(json.RawMessage(nil), v[4]...)
-			}
+	err = eachRow(rr, func(v [][]byte) error {
+		if len(v) != 6 || v[2] == nil {
+			return fmt.Errorf("write returned a row of %d columns without an id", len(v))
+		}
+		id := string(v[2])
+		if v[5] != nil {
+			stored[[2]string{id, string(v[5])}] = true
+			return nil
+		}
+		if v[0] == nil || v[1] == nil || len(v[3]) != 1 {
+			return errors.New("write returned a call row without its key")
+		}
+		i, ok := index[key{string(v[0]), string(v[1])}]
+		if !ok || seen[i] {
+			return fmt.Errorf("write returned call %q/%q, not asked for or twice", v[0], v[1])
+		}
+		seen[i] = true
+		results[i] = store.CallResult{ID: id, Created: v[3][0] == 't'}
+		if v[4] != nil {
+			results[i].Clients = append(json.RawMessage(nil), v[4]...)
 		}
 		return nil
-	}()
-	if _, cerr := rr.Close(); err == nil {
-		err = cerr
-	}
+	})
 	if err != nil {
 		return nil, err
 	}

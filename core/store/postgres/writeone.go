@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,8 +34,7 @@ func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write,
 	c := &w.Calls[0]
 	size := 256 + len(w.OrgID) + len(c.ID) + 2*(len(c.Provider)+len(c.ProviderCallID)) + len(c.Direction) + len(c.Block) + len(c.Clients)
 	for j := range c.Events {
-		e := &c.Events[j]
-		size += 96 + len(e.ID) + len(e.Type) + len(e.DedupeKey) + len(e.ProviderEventID) + len(e.Body)
+		size += eventSize(&c.Events[j])
 	}
 	p.reset(size)
 	received := nullTime(w.ReceivedAt)
@@ -56,9 +54,7 @@ func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write,
 	upsertName, upsertSQL := upsertCallName, upsertCallSQL
 	if w.Check != nil {
 		upsertName, upsertSQL = checkedUpsertCallName, checkedUpsertCallSQL
-		p.text(w.Check.ClientID)
-		p.bytea(w.Check.SecretHash)
-		p.timestamptzAt(w.Check.At)
+		p.keyCheck(w.Check)
 	}
 	upsertParams := len(p.ends)
 
@@ -83,15 +79,7 @@ func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write,
 			}
 		} else {
 			insertName, insertSQL = insertEventsName, insertEventsSQL
-			ev := c.Events
-			p.textArray(n, func(j int) string { return ev[j].ID })
-			p.textArray(n, func(j int) string { return ev[j].Type })
-			p.textArray(n, func(j int) string { return ev[j].DedupeKey })
-			p.int8Array(n, func(j int) int64 { return ev[j].Sequence })
-			p.textArray(n, func(j int) string { return ev[j].ProviderEventID })
-			p.timestamptzArray(n, func(j int) time.Time { return ev[j].OccurredAt })
-			p.timestamptzArray(n, func(j int) time.Time { return ev[j].OrderAt })
-			p.jsonArray(n, func(j int) json.RawMessage { return ev[j].Body })
+			p.eventArrays(n, func(j int) *store.EventWrite { return &c.Events[j] })
 		}
 	}
 
@@ -135,8 +123,12 @@ func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write,
 // readOne reads writeOne's results into r: the upsert's row (id, created, clients, as text),
 // the stored events' dedupe keys when events were sent, then the pipeline's sync.
 func readOne(pl *pgconn.Pipeline, c *store.CallWrite, events, checked bool, r *store.CallResult) error {
+	rr, err := nextRows(pl)
+	if err != nil {
+		return err
+	}
 	rows := 0
-	err := eachRow(pl, func(v [][]byte) error {
+	err = eachRow(rr, func(v [][]byte) error {
 		if len(v) != 3 || v[0] == nil || len(v[1]) != 1 {
 			return errors.New("write: the upsert returned a malformed row")
 		}
@@ -159,8 +151,12 @@ func readOne(pl *pgconn.Pipeline, c *store.CallWrite, events, checked bool, r *s
 	}
 	r.Events = make([]store.EventResult, len(c.Events))
 	if events {
+		rr, err := nextRows(pl)
+		if err != nil {
+			return err
+		}
 		var stored []string
-		if err := eachRow(pl, func(v [][]byte) error {
+		if err := eachRow(rr, func(v [][]byte) error {
 			if len(v) != 1 || v[0] == nil {
 				return errors.New("write: the events' insert returned a malformed row")
 			}
@@ -189,25 +185,29 @@ func readOne(pl *pgconn.Pipeline, c *store.CallWrite, events, checked bool, r *s
 	return nil
 }
 
-// eachRow reads the pipeline's next result, a statement's rows, calling row for each; the
-// values are valid only during the call.
-func eachRow(pl *pgconn.Pipeline, row func(v [][]byte) error) error {
+// nextRows returns the pipeline's next result, which must be a statement's rows.
+func nextRows(pl *pgconn.Pipeline) (*pgconn.ResultReader, error) {
 	res, err := pl.GetResults()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rr, ok := res.(*pgconn.ResultReader)
 	if !ok {
-		return fmt.Errorf("write: expected a statement's rows, got %T", res)
+		return nil, fmt.Errorf("write: expected a statement's rows, got %T", res)
 	}
+	return rr, nil
+}
+
+// eachRow calls row for each of rr's rows, all of them read even after row fails, and closes rr;
+// the values are valid only during the call. It returns rr's error, else row's first.
+func eachRow(rr *pgconn.ResultReader, row func(v [][]byte) error) error {
 	var rowErr error
 	for rr.NextRow() {
 		if rowErr == nil {
 			rowErr = row(rr.Values())
 		}
 	}
-	_, err = rr.Close()
-	if err != nil {
+	if _, err := rr.Close(); err != nil {
 		return err
 	}
 	return rowErr
