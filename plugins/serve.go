@@ -148,6 +148,12 @@ type streamEmitter struct {
 
 	sendMu sync.Mutex // a gRPC stream allows one sender at a time
 
+	// bufs holds encoding buffers (*[]byte) for Emit. A buffer is taken back only once the
+	// host acknowledged its event: by then gRPC has long finished with the message that
+	// carried it. Reusing them spares a translator that emits under load an allocation of the
+	// event's size for every event.
+	bufs sync.Pool
+
 	mu      sync.Mutex
 	next    uint64
 	waiting map[uint64]chan error
@@ -210,8 +216,13 @@ func (em *streamEmitter) send(m *pb.TranslatorMessage) error {
 
 // Emit implements Emitter.
 func (em *streamEmitter) Emit(ctx context.Context, e event.Event) error {
-	data, err := e.MarshalJSON()
+	buf, _ := em.bufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	data, err := e.AppendJSON((*buf)[:0])
 	if err != nil {
+		em.bufs.Put(buf)
 		return fmt.Errorf("emit: encode event: %w", err)
 	}
 	ch := make(chan error, 1)
@@ -239,6 +250,10 @@ func (em *streamEmitter) Emit(ctx context.Context, e event.Event) error {
 	}
 	select {
 	case err := <-ch:
+		if cap(data) <= maxKeptEmitBuffer {
+			*buf = data
+			em.bufs.Put(buf)
+		}
 		return err
 	case <-ctx.Done():
 		forget()
@@ -248,6 +263,10 @@ func (em *streamEmitter) Emit(ctx context.Context, e event.Event) error {
 		return fmt.Errorf("emit: no answer from the agent (the event may have been taken): %w", em.goneErr)
 	}
 }
+
+// maxKeptEmitBuffer bounds the encoding buffers an emitter keeps for reuse: an event with a
+// large raw payload is encoded into a buffer of its own, which is then let go.
+const maxKeptEmitBuffer = 64 << 10
 
 // RefusedError is what Emit returns when the agent's sink did not take an event (its outbox is
 // full or closing, say). Reason is the sink's error text. An event refused as invalid is reported

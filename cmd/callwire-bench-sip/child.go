@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -148,14 +149,25 @@ func contextSwitches() uint64 {
 // countingEmitter takes every event at once and counts it, as an agent with a fast outbox would.
 // It first encodes the event as the translator's emitter does before it writes it to the agent
 // (plugins' Emit), so that encoding is counted in the translating proxy's cost; the write to the
-// agent's socket is not.
-type countingEmitter struct{ n atomic.Uint64 }
+// agent's socket is not. Like plugins' Emit, it encodes into buffers it reuses once an event is
+// taken.
+type countingEmitter struct {
+	n    atomic.Uint64
+	bufs sync.Pool // *[]byte
+}
 
 // Emit encodes e and counts it.
 func (c *countingEmitter) Emit(_ context.Context, e event.Event) error {
-	if _, err := e.MarshalJSON(); err != nil {
+	buf, _ := c.bufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	data, err := e.AppendJSON((*buf)[:0])
+	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
+	*buf = data
+	c.bufs.Put(buf)
 	c.n.Add(1)
 	return nil
 }
