@@ -560,16 +560,18 @@ func (c *call) supersede(t *Tracker, at time.Time) []event.Event {
 		inferredRaw("a new call took the Call-ID; no BYE was seen", c.seenAt)))
 }
 
-// emit builds the next event of the call.
+// emit builds the next event of the call. The call's events share its call block's parties and
+// diversion hops and its locations: the call sets them once, when it starts, and replaces
+// rather than changes them afterwards (shed), so a copy per event would only be garbage.
 func (c *call) emit(t *Tracker, typ event.Type, at time.Time, id string, raw json.RawMessage) event.Event {
 	c.seq++
-	e := event.New(typ, c.id, at, c.block.Clone())
+	e := event.New(typ, c.id, at, c.block)
 	e.Provider = t.cfg.Provider
 	e.Observer = t.cfg.Observer
 	e.Sequence = c.seq
 	e.ProviderEventID = id
 	if len(c.locs) > 0 {
-		e.Locations = append([]string(nil), c.locs...)
+		e.Locations = c.locs
 	}
 	e.Raw = raw
 	return e

@@ -78,7 +78,9 @@ type Stats struct {
 
 // Tracker is the SIP observer's dialog tracker: it turns the SIP messages of calls into
 // canonical events. It reads no clock and does no I/O; the caller gives it messages (Observe)
-// and the time (Expire). It is not safe for concurrent use.
+// and the time (Expire). It is not safe for concurrent use. The events of one call share the
+// parties, diversion hops and locations of their call block: read them, or Clone the block
+// before changing it.
 type Tracker struct {
 	cfg    Config
 	pbx    map[netip.AddrPort]bool
