@@ -37,11 +37,14 @@ type Config struct {
 	Trunk string
 	// Observe, when not nil, is called for every message the proxy forwards, after it was
 	// forwarded, with Src where it came from, Dst the next hop it was sent to, Transport, At its
-	// receive time and SIP the message as received (the proxy never changes it afterwards).
+	// receive time, Data its text as received, and SIP the message as forwarded: this proxy's
+	// Via added or removed, its Route entries removed, Record-Route added, Max-Forwards
+	// decremented, everything else, the status code included, as received. The proxy never
+	// changes either afterwards.
 	// Calls are made one at a time from a queue of ObserveQueue messages, in the order the proxy
 	// forwarded them; when the queue is full the message is dropped for Observe (never for the
 	// call) and counted. A panic in Observe is recovered, logged and counted. Nil turns
-	// observing off, and the proxy then forwards without copying messages.
+	// observing off.
 	Observe func(callmodel.Message)
 	// ObserveQueue is the length of Observe's queue; 0 means DefaultObserveQueue.
 	ObserveQueue int

@@ -197,7 +197,8 @@ func TestUnparseableDroppedAndCounted(t *testing.T) {
 }
 
 // Each Observe call carries where the message came from, where it went, the transport, the
-// receive time, and the message as received.
+// receive time, the message as forwarded and its text as received; a 503 the proxy relays as 500
+// is observed as the 503 it was.
 func TestObserveFields(t *testing.T) {
 	t.Run("queued", func(t *testing.T) { testObserveFields(t, false) })
 	t.Run("inline", func(t *testing.T) { testObserveFields(t, true) })
@@ -212,11 +213,13 @@ func testObserveFields(t *testing.T, inline bool) {
 	inv := pbx.expectRequest(sip.INVITE)
 	pbx.respond(r.udp, inv, 180, "Ringing", "o1")
 	trunk.expectResponse(180, sip.INVITE)
+	pbx.respond(r.udp, inv, 503, "Service Unavailable", "o1")
+	trunk.expectResponse(500, sip.INVITE)
 	after := time.Now()
 	var msgs []callmodel.Message
-	eventually(t, 2*time.Second, func() bool { msgs = rec.all(); return len(msgs) == 2 })
-	if len(msgs) != 2 {
-		t.Fatalf("observed %d messages, want 2", len(msgs))
+	eventually(t, 2*time.Second, func() bool { msgs = rec.all(); return len(msgs) == 3 })
+	if len(msgs) != 3 {
+		t.Fatalf("observed %d messages, want 3", len(msgs))
 	}
 	want := []struct {
 		line     string
@@ -224,7 +227,9 @@ func testObserveFields(t *testing.T, inline bool) {
 	}{
 		{"INVITE sip:+15551230100@" + r.udp.String() + " SIP/2.0", trunk.addr.String(), pbx.addr.String()},
 		{"SIP/2.0 180 Ringing", pbx.addr.String(), trunk.addr.String()},
+		{"SIP/2.0 503 Service Unavailable", pbx.addr.String(), trunk.addr.String()},
 	}
+	p := sip.NewParser()
 	for i, w := range want {
 		m := msgs[i]
 		if startLine(m.SIP) != w.line || m.Src.String() != w.src || m.Dst.String() != w.dst || m.Transport != "udp" {
@@ -237,13 +242,75 @@ func testObserveFields(t *testing.T, inline bool) {
 			t.Errorf("msg %d: no Data", i)
 		}
 	}
-	// As received: one Via, no Record-Route, Max-Forwards untouched.
+	// SIP as forwarded: the proxy's Via on top, its Record-Route, Max-Forwards decremented;
+	// Data as received: one Via, no Record-Route, Max-Forwards untouched.
 	in := msgs[0].SIP.(*sip.Request)
-	if n := len(in.GetHeaders("Via")); n != 1 || in.RecordRoute() != nil || in.MaxForwards().Val() != 70 {
-		t.Errorf("observed INVITE was changed: %s", in.String())
+	if n := len(in.GetHeaders("Via")); n != 2 || in.RecordRoute() == nil || in.MaxForwards().Val() != 69 {
+		t.Errorf("observed INVITE is not as forwarded: %s", in.String())
 	}
-	if res := msgs[1].SIP.(*sip.Response); len(res.GetHeaders("Via")) != 2 {
-		t.Errorf("observed 180 was changed: %s", res.String())
+	if got, err := p.ParseSIP(msgs[0].Data); err != nil {
+		t.Errorf("observed INVITE's text does not parse: %v", err)
+	} else if req := got.(*sip.Request); len(req.GetHeaders("Via")) != 1 || req.RecordRoute() != nil || req.MaxForwards().Val() != 70 {
+		t.Errorf("observed INVITE's text is not as received: %s", msgs[0].Data)
+	}
+	if res := msgs[1].SIP.(*sip.Response); len(res.GetHeaders("Via")) != 1 {
+		t.Errorf("observed 180 is not as forwarded: %s", res.String())
+	}
+	if got, err := p.ParseSIP(msgs[1].Data); err != nil || len(got.GetHeaders("Via")) != 2 {
+		t.Errorf("observed 180's text is not as received (%v): %s", err, msgs[1].Data)
+	}
+}
+
+// Over TCP, whose stream parser yields no text, the observer still gets the message's text as
+// received.
+func TestObserveTCPDataAsReceived(t *testing.T) {
+	trunk := newUA(t)
+	pbx, err := net.Listen("tcp", "127.0.0.1:0") // the proxy forwards on TCP what came on TCP
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pbx.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := pbx.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 4096)
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, _ := c.Read(b)
+		got <- string(b[:n])
+	}()
+	rec := &recorder{}
+	r := start(t, Config{PBX: pbx.Addr().String(), Trunk: trunk.addr.String(), Observe: rec.observe, ObserveInline: true})
+	c, err := net.DialTimeout("tcp", r.tcp.String(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	text := strings.ReplaceAll(strings.Replace(invite(trunk, r.udp, "tcp-obs", "tcpobs", "70"), "SIP/2.0/UDP", "SIP/2.0/TCP", 1), "\n", "\r\n") +
+		"\r\nContent-Length: 0\r\n\r\n"
+	if _, err := c.Write([]byte(text)); err != nil {
+		t.Fatal(err)
+	}
+	if fwd := <-got; !strings.HasPrefix(fwd, "INVITE ") {
+		t.Fatalf("the PBX got %q, want the INVITE", fwd)
+	}
+	var msgs []callmodel.Message
+	if !eventually(t, 2*time.Second, func() bool { msgs = rec.all(); return len(msgs) == 1 }) {
+		t.Fatalf("observed %d messages, want 1", len(msgs))
+	}
+	m := msgs[0]
+	if m.Transport != "tcp" {
+		t.Errorf("transport %q, want tcp", m.Transport)
+	}
+	msg, err := sip.NewParser().ParseSIP(m.Data)
+	if err != nil {
+		t.Fatalf("observed text does not parse: %v\n%s", err, m.Data)
+	}
+	if req := msg.(*sip.Request); len(req.GetHeaders("Via")) != 1 || req.RecordRoute() != nil || req.MaxForwards().Val() != 70 {
+		t.Errorf("observed text is not the INVITE as received:\n%s", m.Data)
 	}
 }
 

@@ -354,15 +354,11 @@ func (p *Proxy) local(network string) (string, int) {
 	return p.udp[0].host, p.udp[0].port
 }
 
-// prepare returns the request to send on: req itself when nothing observes it, else a copy,
-// with received/rport on the upstream's Via (RFC 3261 section 18.2.1, RFC 3581), this proxy's
+// prepare returns the request to send on, req itself changed in place, with received/rport on the upstream's Via (RFC 3261 section 18.2.1, RFC 3581), this proxy's
 // Route entries removed, Max-Forwards decremented (70 when absent), this proxy's Via on top and,
 // for an initial dialog-creating request, its Record-Route.
 func (p *Proxy) prepare(req *sip.Request, src, dst peer, branch string, initial bool) *sip.Request {
 	fwd := req
-	if p.observing() {
-		fwd = forwardCopy(req)
-	}
 	if v := fwd.Via(); v != nil {
 		ip := src.addr.Addr().String()
 		if v.Host != ip {
@@ -489,8 +485,8 @@ func (p *Proxy) handleResponse(res *sip.Response, data []byte, src peer, at time
 	}
 
 	fwd := res
-	if p.observing() {
-		fwd = relayCopy(res)
+	if code == 503 && p.observing() {
+		fwd = relayCopy(res) // relayed as 500 below; the observer reads the 503
 	}
 	fwd.RemoveHeader("Via")
 	if fwd.Via() == nil && sent != nil {

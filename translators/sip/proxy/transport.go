@@ -121,7 +121,15 @@ func (p *Proxy) readTCP(c *tcpConn) {
 		}
 		at := time.Now()
 		src := peer{network: "tcp", addr: c.remote, conn: c}
-		err = par.ParseSIPStream(buf[:n], func(m sip.Message) { p.handle(m, nil, src, at) })
+		err = par.ParseSIPStream(buf[:n], func(m sip.Message) {
+			var data []byte
+			if p.observing() {
+				// A stream yields parsed messages, not their text: the observer gets the
+				// message as received rendered before the proxy changes it to forward it.
+				data = render(m)
+			}
+			p.handle(m, data, src, at)
+		})
 		if err != nil && !errors.Is(err, sip.ErrParseSipPartial) {
 			p.c.malformed.Add(1)
 			p.warn("malformed", "sip proxy: closed a TCP connection whose stream does not parse", "src", c.remote.String(), "error", err)
