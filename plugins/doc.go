@@ -95,6 +95,16 @@ type Emitter interface {
 	Emit(ctx context.Context, e event.Event) error
 }
 
+// JSONEmitter is implemented by the Emitter a translator's Run is given, for a translator that
+// encodes its events itself: to reuse its buffers, or to write them with
+// event.Event.AppendJSONTrustingRaw when it wrote their raw in canonical form.
+type JSONEmitter interface {
+	// EmitJSON is Emit for an event already encoded: data must be the event's canonical JSON,
+	// the bytes its AppendJSON writes. It answers as Emit does (the agent checks data as it
+	// checks any event) and does not keep data after it returns.
+	EmitJSON(ctx context.Context, data []byte) error
+}
+
 // HealthChecker may be implemented by a Translator to report its health, for example whether it
 // still hears from its phone system. The agent asks periodically and logs and exports the answer.
 type HealthChecker interface {

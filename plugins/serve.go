@@ -148,10 +148,9 @@ type streamEmitter struct {
 
 	sendMu sync.Mutex // a gRPC stream allows one sender at a time
 
-	// bufs holds encoding buffers (*[]byte) for Emit. A buffer is taken back only once the
-	// host acknowledged its event: by then gRPC has long finished with the message that
-	// carried it. Reusing them spares a translator that emits under load an allocation of the
-	// event's size for every event.
+	// bufs holds encoding buffers (*[]byte) for Emit, taken back once EmitJSON returned (it
+	// keeps nothing). Reusing them spares a translator that emits under load an allocation of
+	// the event's size for every event.
 	bufs sync.Pool
 
 	mu      sync.Mutex
@@ -225,6 +224,18 @@ func (em *streamEmitter) Emit(ctx context.Context, e event.Event) error {
 		em.bufs.Put(buf)
 		return fmt.Errorf("emit: encode event: %w", err)
 	}
+	err = em.EmitJSON(ctx, data)
+	if cap(data) <= maxKeptEmitBuffer {
+		*buf = data
+		em.bufs.Put(buf)
+	}
+	return err
+}
+
+// EmitJSON implements JSONEmitter. gRPC has encoded the message that carries data by the time
+// its Send returns, and no stats handler or tracer is installed that could read it later, so
+// data is not kept.
+func (em *streamEmitter) EmitJSON(ctx context.Context, data []byte) error {
 	ch := make(chan error, 1)
 	em.mu.Lock()
 	select {
@@ -250,10 +261,6 @@ func (em *streamEmitter) Emit(ctx context.Context, e event.Event) error {
 	}
 	select {
 	case err := <-ch:
-		if cap(data) <= maxKeptEmitBuffer {
-			*buf = data
-			em.bufs.Put(buf)
-		}
 		return err
 	case <-ctx.Done():
 		forget()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -147,17 +148,16 @@ func contextSwitches() uint64 {
 }
 
 // countingEmitter takes every event at once and counts it, as an agent with a fast outbox would.
-// It first encodes the event as the translator's emitter does before it writes it to the agent
-// (plugins' Emit), so that encoding is counted in the translating proxy's cost; the write to the
-// agent's socket is not. Like plugins' Emit, it encodes into buffers it reuses once an event is
-// taken.
+// Like the agent's emitter (plugins' streamEmitter), it is a plugins.JSONEmitter: the sip
+// translator then encodes each event itself, and that encoding is counted in the translating
+// proxy's cost; the write to the agent's socket is not.
 type countingEmitter struct {
 	n    atomic.Uint64
 	bufs sync.Pool // *[]byte
 }
 
-// Emit encodes e and counts it.
-func (c *countingEmitter) Emit(_ context.Context, e event.Event) error {
+// Emit encodes e, as the agent's emitter does, and counts it.
+func (c *countingEmitter) Emit(ctx context.Context, e event.Event) error {
 	buf, _ := c.bufs.Get().(*[]byte)
 	if buf == nil {
 		buf = new([]byte)
@@ -166,8 +166,17 @@ func (c *countingEmitter) Emit(_ context.Context, e event.Event) error {
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
+	err = c.EmitJSON(ctx, data)
 	*buf = data
 	c.bufs.Put(buf)
+	return err
+}
+
+// EmitJSON counts an encoded event.
+func (c *countingEmitter) EmitJSON(_ context.Context, data []byte) error {
+	if len(data) == 0 {
+		return errors.New("empty event")
+	}
 	c.n.Add(1)
 	return nil
 }

@@ -42,6 +42,18 @@ func sameJSON(t *testing.T, name string, e Event) {
 	if err != nil || !bytes.Equal(m, want) {
 		t.Fatalf("%s: MarshalJSON = %s, %v", name, m, err)
 	}
+	// The same event with its raw in canonical form, as its maker would write it, encodes to
+	// the same bytes when the raw is trusted.
+	if len(e.Raw) > 0 {
+		canon, err := appendCompact(nil, e.Raw)
+		if err != nil {
+			t.Fatalf("%s: raw encoded but does not compact: %v", name, err)
+		}
+		e.Raw = canon
+	}
+	if got, err := e.AppendJSONTrustingRaw(bytes.Clone(prefix)); err != nil || !bytes.Equal(got[len(prefix):], want) {
+		t.Fatalf("%s:\nAppendJSONTrustingRaw %s (%v)\nencoding/json         %s", name, got, err, want)
+	}
 }
 
 // fullEvent sets every field, with text that needs every kind of escaping.

@@ -256,12 +256,35 @@ func shardOf(callID string, n int) int {
 }
 
 // emitLoop emits a shard's events one by one, retrying an event the agent could not take with
-// backoff. An event refused as invalid is logged and skipped: it can never be taken.
+// backoff. An event refused as invalid is logged and skipped: it can never be taken. When the
+// emitter takes encoded events (plugins.JSONEmitter, as the agent's does), the loop encodes each
+// event once, into a buffer of its own that it reuses, trusting the raw the call model wrote in
+// canonical form.
 func (p *pipeline) emitLoop(ctx context.Context, events <-chan event.Event) {
+	enc, _ := p.out.(plugins.JSONEmitter)
+	var buf []byte
 	for e := range events {
+		var data []byte
+		if enc != nil {
+			var err error
+			if data, err = e.AppendJSONTrustingRaw(buf[:0]); err != nil {
+				p.stats.invalid.Add(1)
+				p.log.Error("sip observer: an event could not be encoded; it is skipped",
+					"type", string(e.Type), "provider_call_id", e.ProviderCallID, "error", err)
+				continue
+			}
+			if cap(data) <= maxKeptEmitBuffer {
+				buf = data
+			}
+		}
 		backoff := 50 * time.Millisecond
 		for {
-			err := p.out.Emit(ctx, e)
+			var err error
+			if enc != nil {
+				err = enc.EmitJSON(ctx, data)
+			} else {
+				err = p.out.Emit(ctx, e)
+			}
 			if err == nil {
 				p.stats.emitted.Add(1)
 				break
@@ -289,6 +312,10 @@ func (p *pipeline) emitLoop(ctx context.Context, events <-chan event.Event) {
 		}
 	}
 }
+
+// maxKeptEmitBuffer bounds the encoding buffer each emitter keeps: an event with a large raw is
+// encoded into a buffer of its own, which is then let go.
+const maxKeptEmitBuffer = 64 << 10
 
 // pipelineCounters is a snapshot of the pipeline's counters, as logged.
 type pipelineCounters struct {

@@ -2,11 +2,14 @@ package sip
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -99,7 +102,27 @@ func msg(call string, at time.Time) callmodel.Message {
 	return callmodel.Message{Transport: call, At: at, Src: netip.MustParseAddrPort("192.0.2.1:5060")}
 }
 
+// fakeJSONEmitter is a fakeEmitter that takes encoded events, as the agent's emitter does.
+type fakeJSONEmitter struct {
+	*fakeEmitter
+	encoded atomic.Int64
+}
+
+func (f *fakeJSONEmitter) EmitJSON(ctx context.Context, data []byte) error {
+	var e event.Event
+	if err := json.Unmarshal(data, &e); err != nil {
+		return fmt.Errorf("not an event: %w", err)
+	}
+	f.encoded.Add(1)
+	return f.Emit(ctx, e)
+}
+
 func TestPipelineOrdersEachCallAndExpires(t *testing.T) {
+	t.Run("events", func(t *testing.T) { testPipelineOrdersEachCallAndExpires(t, false) })
+	t.Run("encoded", func(t *testing.T) { testPipelineOrdersEachCallAndExpires(t, true) })
+}
+
+func testPipelineOrdersEachCallAndExpires(t *testing.T, encoded bool) {
 	synctest.Test(t, func(t *testing.T) {
 		em := &fakeEmitter{refuse: func(try int, _ event.Event) error {
 			if try%3 == 0 { // every third attempt: the outbox is full
@@ -107,7 +130,12 @@ func TestPipelineOrdersEachCallAndExpires(t *testing.T) {
 			}
 			return nil
 		}}
-		p := newPipeline(16, newFakeModel(), em, quiet, time.Now)
+		var out plugins.Emitter = em
+		jem := &fakeJSONEmitter{fakeEmitter: em}
+		if encoded {
+			out = jem
+		}
+		p := newPipeline(16, newFakeModel(), out, quiet, time.Now)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { p.run(ctx, time.Second, func(callmodel.Stats) {}); close(done) }()
@@ -141,6 +169,9 @@ func TestPipelineOrdersEachCallAndExpires(t *testing.T) {
 		}
 		if s := p.snapshot(); s.Retried == 0 || s.Emitted != 18 || s.Lost != 0 || s.Dropped != 0 {
 			t.Errorf("counters %+v", s)
+		}
+		if n := jem.encoded.Load(); encoded && n < 18 || !encoded && n != 0 {
+			t.Errorf("%d events taken encoded (encoded %v)", n, encoded)
 		}
 	})
 }

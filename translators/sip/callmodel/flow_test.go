@@ -284,3 +284,24 @@ func TestFlowEventsEncodeInOneBuffer(t *testing.T) {
 		}
 	}
 }
+
+// Every event's raw is in canonical form: encoded trusting it, the event is the bytes AppendJSON
+// writes after checking and compacting it.
+func TestFlowEventsRawIsCanonical(t *testing.T) {
+	for _, path := range flowFiles(t) {
+		for _, e := range runFlow(newTestTracker(t), loadFlow(t, path), 1) {
+			rawIsCanonical(t, e)
+		}
+	}
+}
+
+func rawIsCanonical(t *testing.T, e event.Event) {
+	t.Helper()
+	want, err := e.AppendJSON(nil)
+	if err != nil {
+		t.Fatalf("%s: %v", e.Type, err)
+	}
+	if got, err := e.AppendJSONTrustingRaw(nil); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%s: raw is not canonical:\ntrusted %s (%v)\nchecked %s", e.Type, got, err, want)
+	}
+}

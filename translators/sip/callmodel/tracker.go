@@ -80,7 +80,8 @@ type Stats struct {
 // canonical events. It reads no clock and does no I/O; the caller gives it messages (Observe)
 // and the time (Expire). It is not safe for concurrent use. The events of one call share the
 // parties, diversion hops and locations of their call block: read them, or Clone the block
-// before changing it.
+// before changing it. Every event's Raw is in canonical form (compact, strings escaped as
+// json.Marshal escapes them), so events may be encoded with event.Event.AppendJSONTrustingRaw.
 type Tracker struct {
 	cfg    Config
 	pbx    map[netip.AddrPort]bool

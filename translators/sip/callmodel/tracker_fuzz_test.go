@@ -47,6 +47,7 @@ func FuzzObserve(f *testing.F) {
 				if err := evs[i].Validate(); err != nil {
 					t.Fatalf("invalid %s: %v", evs[i].Type, err)
 				}
+				rawIsCanonical(t, evs[i])
 			}
 			if n := tr.Stats().Calls; n > cfg.MaxCalls {
 				t.Fatalf("%d calls held, MaxCalls %d", n, cfg.MaxCalls)
