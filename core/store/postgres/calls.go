@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -308,8 +309,15 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 		return nil, fmt.Errorf("postgres: ringing: %w", err)
 	}
 	defer conn.Release()
-	if len(refs) > 1 {
-		if err := ringingMany(ctx, conn, orgID, refs, check, out); err != nil {
+	if len(refs) > 0 {
+		p := s.params.Get().(*params)
+		if len(refs) == 1 {
+			err = ringingOne(ctx, conn, orgID, refs[0], check, &out[0], p)
+		} else {
+			err = ringingMany(ctx, conn, orgID, refs, check, out, p)
+		}
+		s.params.Put(p)
+		if err != nil {
 			if pgCode(err) == codeKeyRejected {
 				return nil, fmt.Errorf("postgres: ringing: %w", store.ErrKeyRejected)
 			}
@@ -317,49 +325,11 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 		}
 		return out, nil
 	}
-	// One ref (or only a check): an equality lookup, two unique-index probes, a plan the planner
-	// picks with or without table statistics (so does ringingManySQL's lateral lookup; a plain
-	// join over an unnest of the refs does not: on a never-analyzed table it can scan every call
-	// of the organization). A check guards the lookup (checkedRingingSQL), or stands alone when
-	// there is none.
+	// Only a check.
 	b := &pgx.Batch{}
-	if len(refs) == 0 {
-		queueCheck(b, check)
-	}
-	for i, r := range refs {
-		if i == 0 && check != nil {
-			b.Queue(checkedRingingSQL, orgID, r.Provider, r.ProviderCallID, r.DedupeKey,
-				check.ClientID, check.SecretHash, check.At)
-		} else {
-			b.Queue(ringingSQL, orgID, r.Provider, r.ProviderCallID, r.DedupeKey)
-		}
-	}
+	queueCheck(b, check)
 	br := conn.SendBatch(ctx, b)
-	if len(refs) == 0 {
-		err = readCheck(br, check)
-	}
-	for i := 0; i < len(refs) && err == nil; i++ {
-		var (
-			live  = true
-			known *bool
-			state *int16
-		)
-		var serr error
-		if i == 0 && check != nil {
-			serr = br.QueryRow().Scan(&live, &known, &state)
-		} else {
-			serr = br.QueryRow().Scan(&known, &state)
-		}
-		switch {
-		case errors.Is(serr, pgx.ErrNoRows):
-		case serr != nil:
-			err = serr
-		case !live:
-			err = keyCheckFalse()
-		case known != nil && state != nil:
-			out[i] = store.Ringing{Known: *known, State: store.State(*state)}
-		}
-	}
+	err = readCheck(br, check)
 	if err = cmp.Or(err, br.Close()); err != nil {
 		if pgCode(err) == codeKeyRejected {
 			return nil, fmt.Errorf("postgres: ringing: %w", store.ErrKeyRejected)
@@ -388,34 +358,121 @@ const checkedRingingManySQL = `
 SELECT 0::bigint, callwire_check_key($5, $6, $7), NULL::smallint
 UNION ALL` + ringingManySQL
 
-// ringingMany fills out (one entry per ref, zero when the call is not on file) in one statement.
-func ringingMany(ctx context.Context, conn *pgxpool.Conn, orgID string, refs []store.EventRef, check *store.KeyCheck, out []store.Ringing) error {
-	providers, pcids, keys := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
-	for i, r := range refs {
-		providers[i], pcids[i], keys[i] = r.Provider, r.ProviderCallID, r.DedupeKey
-	}
-	sql, args := ringingManySQL, []any{orgID, providers, pcids, keys}
+// Names of the ringing lookups' prepared statements.
+const (
+	ringingName            = "callwire_ringing"
+	checkedRingingName     = "callwire_ringing_checked"
+	ringingManyName        = "callwire_ringing_many"
+	checkedRingingManyName = "callwire_ringing_many_checked"
+)
+
+// ringingOne fills out for one ref: an equality lookup, two unique-index probes, a plan the
+// planner picks with or without table statistics (so does ringingManySQL's lateral lookup; a
+// plain join over an unnest of the refs does not: on a never-analyzed table it can scan every
+// call of the organization). A check guards the lookup (checkedRingingSQL). Like ringingMany,
+// the statement is prepared by name, its parameters written into p in binary format, its row read
+// as text.
+func ringingOne(ctx context.Context, conn *pgxpool.Conn, orgID string, ref store.EventRef, check *store.KeyCheck, out *store.Ringing, p *params) error {
+	p.reset(256 + len(orgID) + len(ref.Provider) + len(ref.ProviderCallID) + len(ref.DedupeKey))
+	p.text(orgID)
+	p.text(ref.Provider)
+	p.text(ref.ProviderCallID)
+	p.text(ref.DedupeKey)
+	name, sql, columns := ringingName, ringingSQL, 2
 	if check != nil {
-		sql, args = checkedRingingManySQL, append(args, check.ClientID, check.SecretHash, check.At)
+		name, sql, columns = checkedRingingName, checkedRingingSQL, 3
+		p.keyCheck(check)
 	}
-	rows, _ := conn.Query(ctx, sql, args...)
-	var (
-		i       int64
-		known   bool
-		state   *int16
-		checked bool
-	)
-	_, err := pgx.ForEachRow(rows, []any{&i, &known, &state}, func() error {
+	sd, err := conn.Conn().Prepare(ctx, name, sql)
+	if err != nil {
+		return err
+	}
+	if err := p.check(sd.ParamOIDs); err != nil {
+		return fmt.Errorf("ringing: %w", err)
+	}
+	// checkedRingingSQL's one row: the check's result, then known and state, NULL when the call
+	// is not on file; ringingSQL's: known and state, or no row.
+	rows := 0
+	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
+	err = eachRow(rr, func(v [][]byte) error {
+		rows++
+		if len(v) != columns {
+			return fmt.Errorf("ringing returned %d columns, want %d", len(v), columns)
+		}
+		if columns == 3 {
+			if string(v[0]) != "t" {
+				return keyCheckFalse()
+			}
+			v = v[1:]
+		}
+		if v[0] == nil || v[1] == nil {
+			return nil // not on file
+		}
+		state, err := strconv.ParseInt(string(v[1]), 10, 16)
+		if err != nil {
+			return fmt.Errorf("ringing returned state %q", v[1])
+		}
+		*out = store.Ringing{Known: string(v[0]) == "t", State: store.State(state)}
+		return nil
+	})
+	if err == nil && check != nil && rows != 1 {
+		err = fmt.Errorf("ringing returned %d rows with the key check, want 1", rows)
+	}
+	return err
+}
+
+// ringingMany fills out (one entry per ref, zero when the call is not on file) in one statement,
+// prepared by name and sent with its parameters in binary format, written into p as a batch's
+// write writes them (params.go); its rows are read as text.
+func ringingMany(ctx context.Context, conn *pgxpool.Conn, orgID string, refs []store.EventRef, check *store.KeyCheck, out []store.Ringing, p *params) error {
+	size := 256 + len(orgID)
+	for i := range refs {
+		size += 24 + len(refs[i].Provider) + len(refs[i].ProviderCallID) + len(refs[i].DedupeKey)
+	}
+	p.reset(size)
+	p.text(orgID)
+	p.textArray(len(refs), func(i int) string { return refs[i].Provider })
+	p.textArray(len(refs), func(i int) string { return refs[i].ProviderCallID })
+	p.textArray(len(refs), func(i int) string { return refs[i].DedupeKey })
+	name, sql := ringingManyName, ringingManySQL
+	if check != nil {
+		name, sql = checkedRingingManyName, checkedRingingManySQL
+		p.keyCheck(check)
+	}
+	sd, err := conn.Conn().Prepare(ctx, name, sql)
+	if err != nil {
+		return err
+	}
+	if err := p.check(sd.ParamOIDs); err != nil {
+		return fmt.Errorf("ringing: %w", err)
+	}
+	checked := false
+	// Rows, as text: the ref's ordinal, known ("t" or "f"), the call's state (NULL in the
+	// check's row).
+	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
+	err = eachRow(rr, func(v [][]byte) error {
+		if len(v) != 3 {
+			return fmt.Errorf("ringing returned %d columns, want 3", len(v))
+		}
+		i, err := strconv.ParseInt(string(v[0]), 10, 64)
+		if err != nil {
+			return fmt.Errorf("ringing returned ordinal %q", v[0])
+		}
+		known := string(v[1]) == "t"
 		switch {
 		case i == 0 && check != nil:
 			if !known {
 				return keyCheckFalse()
 			}
 			checked = true
-		case i < 1 || i > int64(len(refs)) || state == nil:
+		case i < 1 || i > int64(len(refs)) || v[2] == nil:
 			return fmt.Errorf("ringing returned ref %d of %d", i, len(refs))
 		default:
-			out[i-1] = store.Ringing{Known: known, State: store.State(*state)}
+			state, err := strconv.ParseInt(string(v[2]), 10, 16)
+			if err != nil {
+				return fmt.Errorf("ringing returned state %q", v[2])
+			}
+			out[i-1] = store.Ringing{Known: known, State: store.State(state)}
 		}
 		return nil
 	})

@@ -408,3 +408,36 @@ func TestRefusedForGood(t *testing.T) {
 		t.Errorf("GetOrg on a missing database: error = %v, want a permanent error", err)
 	}
 }
+
+// BenchmarkRinging reads what a ring needs to know of calls on file, for one ref (a call's
+// call_received) and for ten (a batch of ten calls), with the key check a request carries.
+func BenchmarkRinging(b *testing.B) {
+	s := openStore(b, pgtest.URL(b), postgres.Options{})
+	org := newID()
+	if err := s.CreateOrg(b.Context(), store.Org{ID: org, Name: "clinic", CreatedAt: base}); err != nil {
+		b.Fatal(err)
+	}
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, fmt.Sprintf("ring-%d", i))
+	}
+	w := sampleWrite(org, 3, ids...)
+	if _, err := s.WriteCalls(b.Context(), w); err != nil {
+		b.Fatal(err)
+	}
+	var refs []store.EventRef
+	for _, c := range w.Calls {
+		refs = append(refs, store.EventRef{Provider: c.Provider, ProviderCallID: c.ProviderCallID, DedupeKey: c.Events[0].DedupeKey})
+	}
+	for _, n := range []int{1, 10} {
+		b.Run(fmt.Sprintf("refs=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rs, err := s.Ringing(b.Context(), org, refs[:n], nil)
+				if err != nil || len(rs) != n || !rs[0].Known {
+					b.Fatalf("%v %+v", err, rs)
+				}
+			}
+		})
+	}
+}
