@@ -120,9 +120,10 @@ WHERE e.org_id = $1
 //
 // The whole Write is one round trip (plus one the first time a connection sees its statements,
 // to prepare them), run by PostgreSQL as one implicit transaction. A Write of one call (the usual
-// report) is a pipelined batch of two statements with a single Sync: an upsert that locks the
-// call row, and an insert of the events not on file, which says which it stored. A Write of
-// several calls is one statement (writeManySQL) that does the same for all of them: as two
+// report) is one statement (oneCallSQL; a pipelined batch of two statements with a single Sync
+// when it has no events or more than maxEventRows): an upsert that locks the call row, and an
+// insert of the events not on file, which says which it stored. A Write of several calls is one
+// statement (writeManySQL) that does the same for all of them: as two
 // statements a call, a batch of ten calls cost PostgreSQL about three times the CPU of one
 // statement. Either way the calls are locked in (provider, providerCallId) order. Only when some
 // events were duplicates does a second round trip, after the commit, read the IDs they have on

@@ -124,9 +124,10 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 		return w
 	}
 	// Warm up: the first Write of each shape on a connection prepares the statements it has not
-	// prepared yet, a round trip each. A call's few events are rows of parameters, its many an
-	// array each; one call is two statements (the upsert, then the events), several calls one.
-	for _, size := range []struct{ calls, events, trips int }{{1, 1, 3}, {1, 50, 2}, {2, 1, 2}} {
+	// prepared yet, a round trip each. One call with a few events is one statement, its events
+	// rows of parameters; with many, two (the upsert, then the events as an array each);
+	// several calls one.
+	for _, size := range []struct{ calls, events, trips int }{{1, 1, 2}, {1, 50, 3}, {2, 1, 2}} {
 		before := trips()
 		if _, err := s.WriteCalls(t.Context(), write(size.calls, size.events)); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,11 +15,15 @@ import (
 	"github.com/callwire/callwire/core/store"
 )
 
-// A write of one call (a report of one to three events, most requests) is two statements in one
-// pipeline, one round trip and one implicit transaction: upsertCallSQL, then the events' insert
-// (eventRowsSQL for up to maxEventRows events, insertEventsSQL past that). Their parameters are
-// written by params, as writeMany's are: pgx's encoding of them was a tenth of the server's CPU in
-// the realistic mix.
+// A write of one call (a report of one to three events, most requests) is one statement when it
+// carries 1 to maxEventRows events (oneCallSQL: the upsert and the events' insert, its events
+// rows of scalar parameters), else two statements in one pipeline, one round trip and one
+// implicit transaction: upsertCallSQL, then insertEventsSQL when there are events. Their
+// parameters are written by params, as writeMany's are: pgx's encoding of them was a tenth of the
+// server's CPU in the realistic mix. As one statement, the write cost PostgreSQL about a tenth
+// less CPU per event in that mix than as two (docs/benchmarks.md); an earlier one-statement
+// write, its events as arrays and its calls sorted and joined, cost more, because PostgreSQL
+// planned it anew on every execution.
 
 // The names the one-call statements are prepared under on each connection.
 const (
@@ -28,10 +33,158 @@ const (
 	eventRowsName         = "callwire_event_rows_" // and the number of rows
 )
 
+// oneCallName is the prefix of the names oneCallSQL is prepared under: then "checked_" for the
+// checked form, and the number of events.
+const oneCallName = "callwire_write_one_"
+
+// oneCallSQL is a write of one call with n events (1 to maxEventRows) as one statement, shaped
+// as writeManySQL is: the call upserted as upsertCallSQL does (checkedUpsertCallSQL when
+// checked), then the events not on file appended to the call the upsert returned. It returns the
+// call's row (id, created, clients; key NULL) and a row per event it stored (its dedupe key; the
+// rest NULL). Parameters: upsertCallSQL's $1 to $13 (and the key check's $14 to $16), then eight
+// a row per event, as eventRowsSQL takes them. Its one snapshot is taken before the upsert may
+// wait for another writer of the call; as with writeManySQL, the events' ON CONFLICT still sees
+// that writer's events once it has committed, and they count as duplicates.
+func oneCallSQL(n int, checked bool) string {
+	var b strings.Builder
+	b.WriteString("\nWITH c AS (" + upsertCallInto)
+	first := 14
+	if checked {
+		b.WriteString("\n\tSELECT " + upsertCallValues + "\n\tWHERE callwire_check_key($14, $15, $16)\n\t")
+		first = 17
+	} else {
+		b.WriteString("\n\tVALUES (" + upsertCallValues + ")\n\t")
+	}
+	b.WriteString(upsertCallConflict + `
+	RETURNING c.id, c.xmax = 0 AS created, c.clients
+), e AS (
+	INSERT INTO call_events AS e (org_id, id, call_id, type, dedupe_key, sequence, provider_event_id,
+		occurred_at, order_at, received_at, body)
+	SELECT $1, n.id, c.id, n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at,
+		n.order_at, COALESCE($13, now()), n.body
+	FROM c, (VALUES `)
+	for i := range n {
+		p := first + 8*i
+		if i > 0 {
+			b.WriteString(",\n\t\t")
+		}
+		fmt.Fprintf(&b, "($%d::text, $%d::text, $%d::text, $%d::bigint, $%d::text, $%d::timestamptz, $%d::timestamptz, $%d::json)",
+			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7)
+	}
+	b.WriteString(`)
+		AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
+	ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
+	RETURNING e.dedupe_key
+)
+SELECT c.id, c.created, c.clients, NULL::text FROM c
+UNION ALL
+SELECT NULL, NULL, NULL, e.dedupe_key FROM e`)
+	return b.String()
+}
+
+// writeOneStatement sends w, which holds one call of 1 to maxEventRows events, as oneCallSQL,
+// and reads its result. The duplicates' IDs are left empty for readDuplicateIDs.
+func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w store.Write, p *params) ([]store.CallResult, error) {
+	c := &w.Calls[0]
+	size := 256 + len(w.OrgID) + len(c.ID) + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
+	for j := range c.Events {
+		size += eventSize(&c.Events[j])
+	}
+	p.reset(size)
+	p.text(w.OrgID)
+	p.text(c.ID)
+	p.text(c.Provider)
+	p.text(c.ProviderCallID)
+	p.text(c.Direction)
+	p.int2(int16(c.State))
+	p.json(c.Block)
+	p.int8(c.BlockSequence)
+	p.timestamptzAt(c.BlockAt)
+	p.timestamptzAt(c.FirstAt)
+	p.timestamptzAt(c.LastAt)
+	p.json(c.Clients)
+	p.timestamptz(nullTime(w.ReceivedAt))
+	checked := 0
+	name := oneCallName
+	if w.Check != nil {
+		checked, name = 1, oneCallName+"checked_"
+		p.keyCheck(w.Check)
+	}
+	for j := range c.Events {
+		e := &c.Events[j]
+		p.text(e.ID)
+		p.text(e.Type)
+		p.text(e.DedupeKey)
+		p.int8(e.Sequence)
+		p.text(e.ProviderEventID)
+		p.timestamptzAt(e.OccurredAt)
+		p.timestamptzAt(e.OrderAt)
+		p.json(e.Body)
+	}
+	n := len(c.Events)
+	sd, err := conn.Conn().Prepare(ctx, name+strconv.Itoa(n), s.oneCall[checked][n])
+	if err != nil {
+		return nil, err
+	}
+	if err := p.check(sd.ParamOIDs); err != nil {
+		return nil, fmt.Errorf("write: %w", err)
+	}
+	r := store.CallResult{Events: make([]store.EventResult, n)}
+	calls := 0
+	var stored [maxEventRows]string
+	nStored := 0
+	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
+	err = eachRow(rr, func(v [][]byte) error {
+		if len(v) != 4 {
+			return errors.New("write: the statement returned a malformed row")
+		}
+		if v[0] != nil {
+			if len(v[1]) != 1 {
+				return errors.New("write: the upsert returned a malformed row")
+			}
+			calls++
+			r.ID, r.Created = string(v[0]), v[1][0] == 't'
+			if v[2] != nil {
+				r.Clients = append(json.RawMessage(nil), v[2]...)
+			}
+			return nil
+		}
+		if v[3] == nil || nStored == len(stored) {
+			return errors.New("write: the events' insert returned a malformed row")
+		}
+		stored[nStored] = string(v[3])
+		nStored++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if calls != 1 {
+		if calls == 0 && w.Check != nil {
+			// The guard returned false (see keyCheckFalse): the upsert formed no row.
+			return nil, keyCheckFalse()
+		}
+		return nil, fmt.Errorf("write: the upsert returned %d rows", calls)
+	}
+	// A stored event has the ID the writer gave it; a duplicate's is read after the write
+	// (readDuplicateIDs).
+	for j, e := range c.Events {
+		if slices.Contains(stored[:nStored], e.DedupeKey) {
+			r.Events[j] = store.EventResult{ID: e.ID}
+		} else {
+			r.Events[j] = store.EventResult{Duplicate: true}
+		}
+	}
+	return []store.CallResult{r}, nil
+}
+
 // writeOne sends w, which holds one call, and reads its result. The duplicates' IDs are left
 // empty for readDuplicateIDs.
 func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write, p *params) ([]store.CallResult, error) {
 	c := &w.Calls[0]
+	if n := len(c.Events); n > 0 && n <= maxEventRows {
+		return s.writeOneStatement(ctx, conn, w, p)
+	}
 	size := 256 + len(w.OrgID) + len(c.ID) + 2*(len(c.Provider)+len(c.ProviderCallID)) + len(c.Direction) + len(c.Block) + len(c.Clients)
 	for j := range c.Events {
 		size += eventSize(&c.Events[j])
