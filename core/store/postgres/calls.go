@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,46 +64,23 @@ const upsertCallConflict = `ON CONFLICT (org_id, provider, provider_call_id) DO 
 // runs after upsertCallSQL in the same transaction, as its own statement: its snapshot is taken
 // after the upsert waited for any writer holding the call, so the call is visible, and every
 // earlier writer of the call's events has committed (writers of one call queue on its row).
-const insertEventsSQL = insertEventsHead + `
-FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[],
-	$10::timestamptz[], $11::timestamptz[], $12::json[])` + insertEventsTail
-
-// insertEventsHead and insertEventsTail are what insertEventsSQL and eventRowsSQL share: the
-// events come from n, whose rows they give differently.
-const (
-	insertEventsHead = `
+const insertEventsSQL = `
 INSERT INTO call_events AS e (org_id, id, call_id, type, dedupe_key, sequence, provider_event_id,
 	occurred_at, order_at, received_at, body)
 SELECT $1, n.id, (SELECT id FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3),
 	n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at, n.order_at,
-	COALESCE($4, now()), n.body`
-	insertEventsTail = `
+	COALESCE($4, now()), n.body
+FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[],
+	$10::timestamptz[], $11::timestamptz[], $12::json[])
 	AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
 ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
 RETURNING e.dedupe_key`
-)
 
-// maxEventRows is the most events a one-call write sends as rows of scalar parameters
-// (eventRowsSQL) rather than as arrays (insertEventsSQL). A report is one to three events:
-// encoding eight arrays for them cost the server more than the statement cost PostgreSQL.
+// maxEventRows is the most events a one-call write sends as rows of scalar parameters, in one
+// statement (oneCallSQL), rather than as arrays (insertEventsSQL, after the upsert). A report is
+// one to three events: encoding eight arrays for them cost the server more than the statement
+// cost PostgreSQL.
 const maxEventRows = 4
-
-// eventRowsSQL is insertEventsSQL for n events given as n rows of eight parameters each, from
-// $5: id, type, dedupe key, sequence, provider event ID, occurredAt, order time, body.
-func eventRowsSQL(n int) string {
-	var b strings.Builder
-	b.WriteString(insertEventsHead + "\nFROM (VALUES ")
-	for i := range n {
-		p := 5 + 8*i
-		if i > 0 {
-			b.WriteString(",\n\t")
-		}
-		fmt.Fprintf(&b, "($%d::text, $%d::text, $%d::text, $%d::bigint, $%d::text, $%d::timestamptz, $%d::timestamptz, $%d::json)",
-			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7)
-	}
-	b.WriteString(")" + insertEventsTail)
-	return b.String()
-}
 
 // eventIDsSQL returns the ID of each of the call's events with one of the given dedupe keys. It
 // is read only for duplicates, after the write: a stored event keeps the ID the writer gave it,
@@ -384,12 +360,9 @@ func ringingOne(ctx context.Context, conn *pgxpool.Conn, orgID string, ref store
 		name, sql, columns = checkedRingingName, checkedRingingSQL, 3
 		p.keyCheck(check)
 	}
-	sd, err := conn.Conn().Prepare(ctx, name, sql)
+	sd, err := prepared(ctx, conn, p, name, sql, "ringing")
 	if err != nil {
 		return err
-	}
-	if err := p.check(sd.ParamOIDs); err != nil {
-		return fmt.Errorf("ringing: %w", err)
 	}
 	// checkedRingingSQL's one row: the check's result, then known and state, NULL when the call
 	// is not on file; ringingSQL's: known and state, or no row.
@@ -440,12 +413,9 @@ func ringingMany(ctx context.Context, conn *pgxpool.Conn, orgID string, refs []s
 		name, sql = checkedRingingManyName, checkedRingingManySQL
 		p.keyCheck(check)
 	}
-	sd, err := conn.Conn().Prepare(ctx, name, sql)
+	sd, err := prepared(ctx, conn, p, name, sql, "ringing")
 	if err != nil {
 		return err
-	}
-	if err := p.check(sd.ParamOIDs); err != nil {
-		return fmt.Errorf("ringing: %w", err)
 	}
 	checked := false
 	// Rows, as text: the ref's ordinal, known ("t" or "f"), the call's state (NULL in the

@@ -1,12 +1,15 @@
 package postgres
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/store"
 )
@@ -249,4 +252,41 @@ func (p *params) keyCheck(c *store.KeyCheck) {
 	p.text(c.ClientID)
 	p.bytea(c.SecretHash)
 	p.timestamptzAt(c.At)
+}
+
+// prepared prepares sql under name on conn (nothing to do once the connection has it) and checks
+// that p's parameters are of the types the statement declares; what names the statement in
+// that error.
+func prepared(ctx context.Context, conn *pgxpool.Conn, p *params, name, sql, what string) (*pgconn.StatementDescription, error) {
+	sd, err := conn.Conn().Prepare(ctx, name, sql)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.check(sd.ParamOIDs); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return sd, nil
+}
+
+// upsertCall resets p for a write of the one call c whose parameters past the upsert's take
+// about extra bytes beside the events, and writes upsertCallSQL's thirteen parameters.
+func (p *params) upsertCall(w *store.Write, c *store.CallWrite, extra int) {
+	size := 256 + extra + len(w.OrgID) + len(c.ID) + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
+	for j := range c.Events {
+		size += eventSize(&c.Events[j])
+	}
+	p.reset(size)
+	p.text(w.OrgID)
+	p.text(c.ID)
+	p.text(c.Provider)
+	p.text(c.ProviderCallID)
+	p.text(c.Direction)
+	p.int2(int16(c.State))
+	p.json(c.Block)
+	p.int8(c.BlockSequence)
+	p.timestamptzAt(c.BlockAt)
+	p.timestamptzAt(c.FirstAt)
+	p.timestamptzAt(c.LastAt)
+	p.json(c.Clients)
+	p.timestamptz(nullTime(w.ReceivedAt))
 }

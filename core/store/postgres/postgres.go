@@ -44,8 +44,6 @@ type Options struct {
 type Store struct {
 	pool           *pgxpool.Pool
 	acquireTimeout time.Duration
-	// eventRows[n] is insertEventsSQL for n events as rows of scalar parameters (eventRowsSQL).
-	eventRows [maxEventRows + 1]string
 	// oneCall[checked][n] is the one-statement write of one call with n events (oneCallSQL).
 	oneCall [2][maxEventRows + 1]string
 	// params are *params, each used by one write at a time (writeMany, writeOne).
@@ -84,7 +82,6 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 	s := &Store{acquireTimeout: opts.AcquireTimeout}
 	s.params.New = func() any { return new(params) }
 	for n := 1; n <= maxEventRows; n++ {
-		s.eventRows[n] = eventRowsSQL(n)
 		s.oneCall[0][n], s.oneCall[1][n] = oneCallSQL(n, false), oneCallSQL(n, true)
 	}
 	if s.acquireTimeout == 0 {

@@ -115,12 +115,9 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		name, sql = checkedWriteManyName, checkedWriteManySQL
 		p.keyCheck(w.Check)
 	}
-	sd, err := conn.Conn().Prepare(ctx, name, sql)
+	sd, err := prepared(ctx, conn, p, name, sql, "write")
 	if err != nil {
 		return nil, err
-	}
-	if err := p.check(sd.ParamOIDs); err != nil {
-		return nil, fmt.Errorf("write: %w", err)
 	}
 
 	type key struct{ provider, providerCallID string }

@@ -30,7 +30,6 @@ const (
 	upsertCallName        = "callwire_upsert_call"
 	checkedUpsertCallName = "callwire_upsert_call_checked"
 	insertEventsName      = "callwire_insert_events"
-	eventRowsName         = "callwire_event_rows_" // and the number of rows
 )
 
 // oneCallName is the prefix of the names oneCallSQL is prepared under: then "checked_" for the
@@ -42,7 +41,8 @@ const oneCallName = "callwire_write_one_"
 // checked), then the events not on file appended to the call the upsert returned. It returns the
 // call's row (id, created, clients; key NULL) and a row per event it stored (its dedupe key; the
 // rest NULL). Parameters: upsertCallSQL's $1 to $13 (and the key check's $14 to $16), then eight
-// a row per event, as eventRowsSQL takes them. Its one snapshot is taken before the upsert may
+// a row per event: id, type, dedupe key, sequence, provider event ID, occurredAt, order time,
+// body. Its one snapshot is taken before the upsert may
 // wait for another writer of the call; as with writeManySQL, the events' ON CONFLICT still sees
 // that writer's events once it has committed, and they count as duplicates.
 func oneCallSQL(n int, checked bool) string {
@@ -86,24 +86,7 @@ SELECT NULL, NULL, NULL, e.dedupe_key FROM e`)
 // and reads its result. The duplicates' IDs are left empty for readDuplicateIDs.
 func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w store.Write, p *params) ([]store.CallResult, error) {
 	c := &w.Calls[0]
-	size := 256 + len(w.OrgID) + len(c.ID) + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
-	for j := range c.Events {
-		size += eventSize(&c.Events[j])
-	}
-	p.reset(size)
-	p.text(w.OrgID)
-	p.text(c.ID)
-	p.text(c.Provider)
-	p.text(c.ProviderCallID)
-	p.text(c.Direction)
-	p.int2(int16(c.State))
-	p.json(c.Block)
-	p.int8(c.BlockSequence)
-	p.timestamptzAt(c.BlockAt)
-	p.timestamptzAt(c.FirstAt)
-	p.timestamptzAt(c.LastAt)
-	p.json(c.Clients)
-	p.timestamptz(nullTime(w.ReceivedAt))
+	p.upsertCall(&w, c, 0)
 	checked := 0
 	name := oneCallName
 	if w.Check != nil {
@@ -122,12 +105,9 @@ func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w sto
 		p.json(e.Body)
 	}
 	n := len(c.Events)
-	sd, err := conn.Conn().Prepare(ctx, name+strconv.Itoa(n), s.oneCall[checked][n])
+	sd, err := prepared(ctx, conn, p, name+strconv.Itoa(n), s.oneCall[checked][n], "write")
 	if err != nil {
 		return nil, err
-	}
-	if err := p.check(sd.ParamOIDs); err != nil {
-		return nil, fmt.Errorf("write: %w", err)
 	}
 	r := store.CallResult{Events: make([]store.EventResult, n)}
 	calls := 0
@@ -185,25 +165,8 @@ func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write,
 	if n := len(c.Events); n > 0 && n <= maxEventRows {
 		return s.writeOneStatement(ctx, conn, w, p)
 	}
-	size := 256 + len(w.OrgID) + len(c.ID) + 2*(len(c.Provider)+len(c.ProviderCallID)) + len(c.Direction) + len(c.Block) + len(c.Clients)
-	for j := range c.Events {
-		size += eventSize(&c.Events[j])
-	}
-	p.reset(size)
+	p.upsertCall(&w, c, len(c.Provider)+len(c.ProviderCallID))
 	received := nullTime(w.ReceivedAt)
-	p.text(w.OrgID)
-	p.text(c.ID)
-	p.text(c.Provider)
-	p.text(c.ProviderCallID)
-	p.text(c.Direction)
-	p.int2(int16(c.State))
-	p.json(c.Block)
-	p.int8(c.BlockSequence)
-	p.timestamptzAt(c.BlockAt)
-	p.timestamptzAt(c.FirstAt)
-	p.timestamptzAt(c.LastAt)
-	p.json(c.Clients)
-	p.timestamptz(received)
 	upsertName, upsertSQL := upsertCallName, upsertCallSQL
 	if w.Check != nil {
 		upsertName, upsertSQL = checkedUpsertCallName, checkedUpsertCallSQL
@@ -217,23 +180,8 @@ func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write,
 		p.text(c.Provider)
 		p.text(c.ProviderCallID)
 		p.timestamptz(received)
-		if n <= maxEventRows {
-			insertName, insertSQL = eventRowsName+strconv.Itoa(n), s.eventRows[n]
-			for j := range c.Events {
-				e := &c.Events[j]
-				p.text(e.ID)
-				p.text(e.Type)
-				p.text(e.DedupeKey)
-				p.int8(e.Sequence)
-				p.text(e.ProviderEventID)
-				p.timestamptzAt(e.OccurredAt)
-				p.timestamptzAt(e.OrderAt)
-				p.json(e.Body)
-			}
-		} else {
-			insertName, insertSQL = insertEventsName, insertEventsSQL
-			p.eventArrays(n, func(j int) *store.EventWrite { return &c.Events[j] })
-		}
+		insertName, insertSQL = insertEventsName, insertEventsSQL
+		p.eventArrays(n, func(j int) *store.EventWrite { return &c.Events[j] })
 	}
 
 	upsert, err := conn.Conn().Prepare(ctx, upsertName, upsertSQL)
