@@ -19,12 +19,7 @@ import (
 // MarshalJSON returns. On error (a raw that is not valid JSON, an occurredAt outside the years 0
 // to 9999, a number that is not finite) it returns b unchanged and the error.
 func (e *Event) AppendJSON(b []byte) ([]byte, error) {
-	n := len(b)
-	out, err := e.appendJSON(b, false)
-	if err != nil {
-		return b[:n], err
-	}
-	return out, nil
+	return e.appendWhole(b, false)
 }
 
 // AppendJSONTrustingRaw is AppendJSON for an event whose maker wrote its Raw in canonical form
@@ -34,10 +29,14 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 // its raw costs). For such a Raw the bytes are exactly AppendJSON's; for any other they may be
 // invalid JSON, which the agent refuses. Raw from anywhere else must go through AppendJSON.
 func (e *Event) AppendJSONTrustingRaw(b []byte) ([]byte, error) {
-	n := len(b)
-	out, err := e.appendJSON(b, true)
+	return e.appendWhole(b, true)
+}
+
+// appendWhole appends the event's JSON, or on error leaves b as it was.
+func (e *Event) appendWhole(b []byte, trustRaw bool) ([]byte, error) {
+	out, err := e.appendJSON(b, trustRaw)
 	if err != nil {
-		return b[:n], err
+		return b, err
 	}
 	return out, nil
 }

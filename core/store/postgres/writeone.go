@@ -109,53 +109,71 @@ func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w sto
 	if err != nil {
 		return nil, err
 	}
-	r := store.CallResult{Events: make([]store.EventResult, n)}
+	var r store.CallResult
 	calls := 0
-	var stored [maxEventRows]string
-	nStored := 0
+	stored := make([]string, 0, n)
 	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
 	err = eachRow(rr, func(v [][]byte) error {
 		if len(v) != 4 {
 			return errors.New("write: the statement returned a malformed row")
 		}
 		if v[0] != nil {
-			if len(v[1]) != 1 {
-				return errors.New("write: the upsert returned a malformed row")
-			}
 			calls++
-			r.ID, r.Created = string(v[0]), v[1][0] == 't'
-			if v[2] != nil {
-				r.Clients = append(json.RawMessage(nil), v[2]...)
-			}
-			return nil
+			return readCallRow(v[:3], &r)
 		}
-		if v[3] == nil || nStored == len(stored) {
+		if v[3] == nil || len(stored) == n {
 			return errors.New("write: the events' insert returned a malformed row")
 		}
-		stored[nStored] = string(v[3])
-		nStored++
+		stored = append(stored, string(v[3]))
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if calls != 1 {
-		if calls == 0 && w.Check != nil {
-			// The guard returned false (see keyCheckFalse): the upsert formed no row.
-			return nil, keyCheckFalse()
-		}
-		return nil, fmt.Errorf("write: the upsert returned %d rows", calls)
+	if err := oneCallRow(calls, w.Check != nil); err != nil {
+		return nil, err
 	}
-	// A stored event has the ID the writer gave it; a duplicate's is read after the write
-	// (readDuplicateIDs).
-	for j, e := range c.Events {
-		if slices.Contains(stored[:nStored], e.DedupeKey) {
-			r.Events[j] = store.EventResult{ID: e.ID}
-		} else {
-			r.Events[j] = store.EventResult{Duplicate: true}
-		}
-	}
+	r.Events = eventResults(c, stored)
 	return []store.CallResult{r}, nil
+}
+
+// readCallRow reads the upsert's row (id, created, clients, as text) into r.
+func readCallRow(v [][]byte, r *store.CallResult) error {
+	if len(v) != 3 || v[0] == nil || len(v[1]) != 1 {
+		return errors.New("write: the upsert returned a malformed row")
+	}
+	r.ID, r.Created = string(v[0]), v[1][0] == 't'
+	if v[2] != nil {
+		r.Clients = append(json.RawMessage(nil), v[2]...)
+	}
+	return nil
+}
+
+// oneCallRow returns an error unless the upsert of a one-call write returned exactly one row:
+// none with a key check means the guard returned false (see keyCheckFalse).
+func oneCallRow(rows int, checked bool) error {
+	switch {
+	case rows == 1:
+		return nil
+	case rows == 0 && checked:
+		return keyCheckFalse()
+	}
+	return fmt.Errorf("write: the upsert returned %d rows", rows)
+}
+
+// eventResults is the result of each of c's events given the dedupe keys the write stored: a
+// stored event has the ID the writer gave it; a duplicate's is read after the write
+// (readDuplicateIDs).
+func eventResults(c *store.CallWrite, stored []string) []store.EventResult {
+	out := make([]store.EventResult, len(c.Events))
+	for j, e := range c.Events {
+		if slices.Contains(stored, e.DedupeKey) {
+			out[j] = store.EventResult{ID: e.ID}
+		} else {
+			out[j] = store.EventResult{Duplicate: true}
+		}
+	}
+	return out
 }
 
 // writeOne sends w, which holds one call, and reads its result. The duplicates' IDs are left
@@ -230,25 +248,14 @@ func readOne(pl *pgconn.Pipeline, c *store.CallWrite, events, checked bool, r *s
 	}
 	rows := 0
 	err = eachRow(rr, func(v [][]byte) error {
-		if len(v) != 3 || v[0] == nil || len(v[1]) != 1 {
-			return errors.New("write: the upsert returned a malformed row")
-		}
 		rows++
-		r.ID, r.Created = string(v[0]), v[1][0] == 't'
-		if v[2] != nil {
-			r.Clients = append(json.RawMessage(nil), v[2]...)
-		}
-		return nil
+		return readCallRow(v, r)
 	})
 	if err != nil {
 		return err
 	}
-	if rows != 1 {
-		if rows == 0 && checked {
-			// The guard returned false (see keyCheckFalse): the upsert formed no row.
-			return keyCheckFalse()
-		}
-		return fmt.Errorf("write: the upsert returned %d rows", rows)
+	if err := oneCallRow(rows, checked); err != nil {
+		return err
 	}
 	r.Events = make([]store.EventResult, len(c.Events))
 	if events {
@@ -266,15 +273,7 @@ func readOne(pl *pgconn.Pipeline, c *store.CallWrite, events, checked bool, r *s
 		}); err != nil {
 			return err
 		}
-		// A stored event has the ID the writer gave it; a duplicate's is read after the write
-		// (readDuplicateIDs).
-		for j, e := range c.Events {
-			if slices.Contains(stored, e.DedupeKey) {
-				r.Events[j] = store.EventResult{ID: e.ID}
-			} else {
-				r.Events[j] = store.EventResult{Duplicate: true}
-			}
-		}
+		r.Events = eventResults(c, stored)
 	}
 	res, err := pl.GetResults()
 	if err != nil {
