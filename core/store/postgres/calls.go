@@ -367,8 +367,7 @@ func ringingOne(ctx context.Context, conn *pgxpool.Conn, orgID string, ref store
 	// checkedRingingSQL's one row: the check's result, then known and state, NULL when the call
 	// is not on file; ringingSQL's: known and state, or no row.
 	rows := 0
-	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
-	err = eachRow(rr, func(v [][]byte) error {
+	err = p.exec(ctx, conn, sd, func(v [][]byte) error {
 		rows++
 		if len(v) != columns {
 			return fmt.Errorf("ringing returned %d columns, want %d", len(v), columns)
@@ -420,8 +419,7 @@ func ringingMany(ctx context.Context, conn *pgxpool.Conn, orgID string, refs []s
 	checked := false
 	// Rows, as text: the ref's ordinal, known ("t" or "f"), the call's state (NULL in the
 	// check's row).
-	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
-	err = eachRow(rr, func(v [][]byte) error {
+	err = p.exec(ctx, conn, sd, func(v [][]byte) error {
 		if len(v) != 3 {
 			return fmt.Errorf("ringing returned %d columns, want 3", len(v))
 		}

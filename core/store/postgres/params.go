@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,6 +36,11 @@ type params struct {
 	// call of each.
 	events     []*store.EventWrite
 	eventCalls []*store.CallWrite
+	// vals is values' result, kept for the next statement.
+	vals [][]byte
+	// wire is the write buffer exec lends a connection's frontend for a statement's messages
+	// (see lendWire), nil while a frontend may still hold it.
+	wire []byte
 }
 
 // paramsKept is the largest buffer a store keeps for its next batch: a batch of 50 events of
@@ -45,6 +52,9 @@ func (p *params) reset(size int) {
 	if cap(p.buf) > paramsKept {
 		p.buf = nil
 	}
+	if cap(p.wire) > paramsKept {
+		p.wire = nil
+	}
 	if cap(p.buf) < size {
 		p.buf = make([]byte, 0, size)
 	}
@@ -52,18 +62,104 @@ func (p *params) reset(size int) {
 }
 
 // values returns the parameters, each a slice of p's buffer (nil for NULL), in the order they
-// were written; they are valid until p is reset.
+// were written; they are valid until p is reset or values is called again.
 func (p *params) values() [][]byte {
-	out := make([][]byte, len(p.ends))
+	out := slices.Grow(p.vals[:0], len(p.ends))[:len(p.ends)]
+	p.vals = out
 	start := 0
 	for i, end := range p.ends {
 		if end < 0 {
+			out[i] = nil
 			continue
 		}
 		out[i] = p.buf[start:end:end]
 		start = end
 	}
 	return out
+}
+
+// exec runs the prepared statement sd on conn with p's parameters, sent in binary format, and
+// hands each row, its columns as text, to row (see eachRow).
+//
+// A connection's frontend (pgproto3) encodes a statement's messages into a write buffer that it
+// grows by appending and, after each flush, replaces by a fresh one of 1 KiB when it grew past
+// that: under batches, growing it again for every 45 KB statement was more than a third of the
+// bytes the server allocated. So when the messages will not fit in 1 KiB, exec first lends the
+// frontend p's wire buffer, big enough for them, and afterwards takes it back for p's next
+// statement, unless the frontend still holds it (the statement was never flushed) or the
+// connection was closed.
+func (p *params) exec(ctx context.Context, conn *pgxpool.Conn, sd *pgconn.StatementDescription, row func(v [][]byte) error) error {
+	pc := conn.Conn().PgConn()
+	values := p.values()
+	size := messagesSize + len(sd.Name)
+	for _, v := range values {
+		size += 4 + len(v)
+	}
+	// A closed connection's frontend is pgconn's alone: it sends Terminate from a goroutine of
+	// its own. Only this goroutine, which holds the connection, closes it.
+	fe := pc.Frontend()
+	lent := size > frontendKept && !pc.IsClosed()
+	if lent {
+		fe.Send(lendWire{p, size})
+	}
+	err := eachRow(pc.ExecStatement(ctx, sd, values, binaryParams, nil), row)
+	switch {
+	case lent && pc.IsClosed():
+		p.wire = nil
+	case lent:
+		fe.Send(reclaimWire{p})
+	}
+	return err
+}
+
+// frontendKept is the largest write buffer a frontend keeps after a flush (pgproto3's).
+const frontendKept = 1024
+
+// messagesSize bounds the bytes of exec's messages (Bind, Execute, Sync) beside the statement's
+// name and the parameters, which take four bytes each plus their values.
+const messagesSize = 64
+
+// lendWire is a message of no bytes: sent to a frontend, it makes p's wire buffer, grown to hold
+// n bytes more than the frontend has pending, the frontend's write buffer.
+type lendWire struct {
+	p *params
+	n int
+}
+
+func (lendWire) Frontend() {}
+
+func (lendWire) Decode([]byte) error { return errors.New("lendWire is never received") }
+
+// Encode returns dst in p's wire buffer, with room for n more bytes.
+func (m lendWire) Encode(dst []byte) ([]byte, error) {
+	if cap(dst)-len(dst) >= m.n || sameArray(dst, m.p.wire) {
+		return dst, nil
+	}
+	if cap(m.p.wire) < len(dst)+m.n {
+		m.p.wire = make([]byte, 0, len(dst)+m.n)
+	}
+	return append(m.p.wire[:0], dst...), nil
+}
+
+// reclaimWire is a message of no bytes: sent to a frontend, it forgets p's wire buffer if the
+// frontend still holds it, so that no other statement writes into it.
+type reclaimWire struct{ p *params }
+
+func (reclaimWire) Frontend() {}
+
+func (reclaimWire) Decode([]byte) error { return errors.New("reclaimWire is never received") }
+
+// Encode returns dst unchanged.
+func (m reclaimWire) Encode(dst []byte) ([]byte, error) {
+	if sameArray(dst, m.p.wire) {
+		m.p.wire = nil
+	}
+	return dst, nil
+}
+
+// sameArray reports whether a and b share their backing array's end.
+func sameArray(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
 }
 
 // check returns an error unless the statement's parameter types, as the server described them,

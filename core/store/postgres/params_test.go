@@ -1,13 +1,16 @@
 package postgres
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
 )
@@ -100,4 +103,71 @@ func deref(s *string) string {
 		return "NULL"
 	}
 	return fmt.Sprintf("%q", *s)
+}
+
+// TestLendWire holds a frontend with a lent wire buffer to send the very bytes it sends without
+// one, and the buffer to come back to params only once the frontend has let go of it.
+func TestLendWire(t *testing.T) {
+	bind := &pgproto3.Bind{PreparedStatement: "s", ParameterFormatCodes: binaryParams,
+		Parameters: [][]byte{[]byte(strings.Repeat("a", 3000)), nil, []byte("b")}}
+	send := func(p *params) []byte {
+		var out bytes.Buffer
+		fe := pgproto3.NewFrontend(strings.NewReader(""), &out)
+		if p != nil {
+			fe.Send(lendWire{p, 4000})
+			if p.wire == nil || cap(p.wire) < 4000 {
+				t.Fatalf("lent a buffer of %d bytes, want at least 4000", cap(p.wire))
+			}
+		}
+		fe.SendBind(bind)
+		fe.SendSync(&pgproto3.Sync{})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if p != nil {
+			lent := p.wire
+			fe.Send(reclaimWire{p})
+			if !sameArray(p.wire, lent) {
+				t.Error("after a flush, the buffer did not come back")
+			}
+		}
+		return out.Bytes()
+	}
+	if got, want := send(new(params)), send(nil); !bytes.Equal(got, want) {
+		t.Errorf("with a lent buffer the frontend sent %d bytes, want the %d it sends without", len(got), len(want))
+	}
+
+	// Lent and never flushed (the statement was refused before it was sent): the frontend still
+	// holds the buffer, so params must not use it again.
+	p := new(params)
+	fe := pgproto3.NewFrontend(strings.NewReader(""), io.Discard)
+	fe.Send(lendWire{p, 4000})
+	fe.Send(reclaimWire{p})
+	if p.wire != nil {
+		t.Error("the frontend holds the lent buffer, and params kept it")
+	}
+	// Lent again: a frontend with room enough is left as it is.
+	p.wire = make([]byte, 0, 8000)
+	fe.Send(lendWire{p, 10})
+	fe.Send(reclaimWire{p})
+	if p.wire == nil {
+		t.Error("a buffer never lent was forgotten")
+	}
+}
+
+// TestValuesReused holds a NULL to stay NULL when values reuses the slice of an earlier
+// statement that had a value in its place.
+func TestValuesReused(t *testing.T) {
+	p := new(params)
+	p.reset(64)
+	p.text("first")
+	p.bytea([]byte("x"))
+	p.values()
+	p.reset(64)
+	p.bytea(nil)
+	p.text("second")
+	v := p.values()
+	if len(v) != 2 || v[0] != nil || string(v[1]) != "second" {
+		t.Errorf("values after reuse = %q, want [nil second]", v)
+	}
 }

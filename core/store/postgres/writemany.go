@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -127,16 +126,37 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	}
 	results := make([]store.CallResult, nc)
 	seen := make([]bool, nc)
-	stored := make(map[[2]string]bool, ne) // call id, dedupe key
+	calls := 0
+	// stored[k] says whether event k, counting through the calls in the order of w.Calls, was
+	// stored. byKey finds it by its call's ID and its dedupe key, the columns of an event's row;
+	// it is made once every call's row has been read (they come first), so that reading a row
+	// allocates nothing.
+	stored := make([]bool, ne)
+	var byKey map[[2]string]int
 	// Rows, all columns as text: provider, providerCallId, id, created, clients, dedupe key.
-	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
-	err = eachRow(rr, func(v [][]byte) error {
+	err = p.exec(ctx, conn, sd, func(v [][]byte) error {
 		if len(v) != 6 || v[2] == nil {
 			return fmt.Errorf("write returned a row of %d columns without an id", len(v))
 		}
-		id := string(v[2])
 		if v[5] != nil {
-			stored[[2]string{id, string(v[5])}] = true
+			if byKey == nil {
+				if calls != nc {
+					return errors.New("write returned an event before every call")
+				}
+				byKey = make(map[[2]string]int, ne)
+				k := 0
+				for i := range w.Calls {
+					for _, e := range w.Calls[i].Events {
+						byKey[[2]string{results[i].ID, e.DedupeKey}] = k
+						k++
+					}
+				}
+			}
+			k, ok := byKey[[2]string{string(v[2]), string(v[5])}]
+			if !ok || stored[k] {
+				return fmt.Errorf("write returned event %q of call %q, not asked for or twice", v[5], v[2])
+			}
+			stored[k] = true
 			return nil
 		}
 		if v[0] == nil || v[1] == nil || len(v[3]) != 1 {
@@ -147,7 +167,8 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 			return fmt.Errorf("write returned call %q/%q, not asked for or twice", v[0], v[1])
 		}
 		seen[i] = true
-		results[i] = store.CallResult{ID: id, Created: v[3][0] == 't'}
+		calls++
+		results[i] = store.CallResult{ID: string(v[2]), Created: v[3][0] == 't'}
 		if v[4] != nil {
 			results[i].Clients = append(json.RawMessage(nil), v[4]...)
 		}
@@ -156,11 +177,12 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	if err != nil {
 		return nil, err
 	}
-	if w.Check != nil && !slices.Contains(seen, true) {
+	if w.Check != nil && calls == 0 {
 		// No call row at all: the guard returned false (see keyCheckFalse), the upsert formed
 		// no row, and so no event joined one: nothing was written.
 		return nil, keyCheckFalse()
 	}
+	k := 0
 	for i := range results {
 		if !seen[i] {
 			return nil, fmt.Errorf("write returned no row for call %q/%q", w.Calls[i].Provider, w.Calls[i].ProviderCallID)
@@ -169,11 +191,12 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		r := &results[i]
 		r.Events = make([]store.EventResult, len(c.Events))
 		for j, e := range c.Events {
-			if stored[[2]string{r.ID, e.DedupeKey}] {
+			if stored[k] {
 				r.Events[j] = store.EventResult{ID: e.ID}
 			} else {
 				r.Events[j] = store.EventResult{Duplicate: true}
 			}
+			k++
 		}
 	}
 	return results, nil

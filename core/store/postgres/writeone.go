@@ -112,8 +112,7 @@ func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w sto
 	var r store.CallResult
 	calls := 0
 	stored := make([]string, 0, n)
-	rr := conn.Conn().PgConn().ExecPrepared(ctx, sd.Name, p.values(), binaryParams, nil)
-	err = eachRow(rr, func(v [][]byte) error {
+	err = p.exec(ctx, conn, sd, func(v [][]byte) error {
 		if len(v) != 4 {
 			return errors.New("write: the statement returned a malformed row")
 		}
