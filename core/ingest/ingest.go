@@ -6,7 +6,6 @@ package ingest
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -241,7 +240,7 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 			refs = append(refs, store.EventRef{
 				Provider:       pc.write.Provider,
 				ProviderCallID: pc.write.ProviderCallID,
-				DedupeKey:      events[pc.received].Event.DedupeKey(),
+				DedupeKey:      pc.write.Events[pc.slots[pc.received]].DedupeKey,
 			})
 		}
 	}
@@ -377,11 +376,12 @@ func (s *Service) result(log reqLog, events []event.Parsed, calls []*plannedCall
 		if res.Created {
 			s.metrics.callsCreated.Inc()
 		}
-		for i, pos := range pc.slot {
+		for _, i := range pc.members {
+			pos := pc.slots[i]
 			er := res.Events[pos]
 			dup := er.Duplicate || pc.unique[pos] != i
 			e := &events[i].Event
-			r.Events[i] = EventResult{ID: er.ID, Type: string(e.Type), DedupeKey: e.DedupeKey(), Duplicate: dup}
+			r.Events[i] = EventResult{ID: er.ID, Type: string(e.Type), DedupeKey: pc.write.Events[pos].DedupeKey, Duplicate: dup}
 			if dup {
 				s.metrics.duplicates.Inc()
 				s.metrics.events.WithLabelValues(string(e.Type), "duplicate").Inc()
@@ -413,13 +413,9 @@ func (s *Service) storeError(op string, err error) error {
 // call_received is late), so this is what brokers claim to publish the ringing once, and what
 // desks drop repeats by.
 func PopupID(orgID, provider, providerCallID string) string {
-	h := sha256.New()
 	// The domain keeps the id from sharing its digits with CallID's, taken from the same key.
-	for _, s := range []string{"callwire popup", orgID, provider, providerCallID} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	sum := keySum([]byte("callwire popup\x00"), orgID, provider, providerCallID)
+	return hex.EncodeToString(sum[:16])
 }
 
 func mustJSON(v any) json.RawMessage {

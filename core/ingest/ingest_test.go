@@ -3,6 +3,8 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,8 +100,8 @@ func TestPlan(t *testing.T) {
 				if n := len(calls[0].write.Events); n != 1 {
 					t.Fatalf("want 1 unique event, got %d", n)
 				}
-				if calls[0].slot[1] != 0 {
-					t.Errorf("second maps to slot %d", calls[0].slot[1])
+				if calls[0].slots[1] != 0 {
+					t.Errorf("second maps to slot %d", calls[0].slots[1])
 				}
 			}},
 		{"provider separates calls", batch(ev("call_received", "a", 0, t0, ""), ev("call_received", "a", 0, t0, `,"provider":"twilio"`)), 2, nil},
@@ -137,6 +139,24 @@ func TestPlan(t *testing.T) {
 				tt.check(t, calls)
 			}
 		})
+	}
+}
+
+// TestIDsStable pins the derived ids: calls on file and popups in flight carry them, so a
+// release must derive the same ones as the releases before it. Keys longer than the derivation's
+// stack buffer must hash the same way.
+func TestIDsStable(t *testing.T) {
+	const org, provider, pcid = "clinic-1", "sip", "a84b4c76e66710@pc33.example.com"
+	if got, want := CallID(org, provider, pcid), "b2b371f0-5bdd-8c16-9c6f-e1884d1e062f"; got != want {
+		t.Errorf("CallID = %s, want %s", got, want)
+	}
+	if got, want := PopupID(org, provider, pcid), "88b31308e964ed22823b01cd6997d18c"; got != want {
+		t.Errorf("PopupID = %s, want %s", got, want)
+	}
+	long := strings.Repeat("k", 300)
+	h := sha256.Sum256([]byte(org + "\x00" + provider + "\x00" + long + "\x00"))
+	if got := strings.ReplaceAll(CallID(org, provider, long), "-", ""); got[:12] != hex.EncodeToString(h[:6]) {
+		t.Errorf("CallID of a long key = %s, want it to start %x", got, h[:6])
 	}
 }
 

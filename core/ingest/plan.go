@@ -1,9 +1,10 @@
 package ingest
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/callwire/callwire/core/store"
@@ -28,12 +29,7 @@ func StateOf(t event.Type) (store.State, bool) {
 // derived from the key, so every replica and every racing request agrees on it before anything is
 // stored, and the popup can name the call before it is persisted.
 func CallID(orgID, provider, providerCallID string) string {
-	h := sha256.New()
-	for _, s := range []string{orgID, provider, providerCallID} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	sum := h.Sum(nil)
+	sum := keySum(nil, orgID, provider, providerCallID)
 	// Shaped as a UUID (version 8, RFC 9562 variant) so that it reads like the other ids.
 	sum[6] = sum[6]&0x0f | 0x80
 	sum[8] = sum[8]&0x3f | 0x80
@@ -50,15 +46,27 @@ func CallID(orgID, provider, providerCallID string) string {
 	return string(b[:])
 }
 
+// keySum is the SHA-256 of domain then each of parts, each followed by a zero byte.
+func keySum(domain []byte, parts ...string) [sha256.Size]byte {
+	var buf [256]byte
+	b := append(buf[:0], domain...)
+	for _, s := range parts {
+		b = append(append(b, s...), 0)
+	}
+	return sha256.Sum256(b)
+}
+
 // plannedCall is one call's share of a request: the write to make and how its results map back
 // to the request's events.
 type plannedCall struct {
 	write store.CallWrite
+	// members are the request indices of the call's events, in the order of the call.
+	members []int
 	// unique[i] is the request index of write.Events[i].
 	unique []int
-	// slot maps a request index to its position in write.Events; a later event with the same
-	// dedupe key maps to the earlier one's position.
-	slot map[int]int
+	// slots, shared by the request's calls, maps a request index to its position in its call's
+	// write.Events; a later event with the same dedupe key maps to the earlier one's position.
+	slots []int
 	// received is the request index of the call's first call_received in order, or -1.
 	received int
 }
@@ -67,24 +75,43 @@ type plannedCall struct {
 // events by sequence and then clock (request order breaking ties), drops repeats of a dedupe key
 // within the request, and computes the state each call climbs to. Calls come in the order they
 // first appear in the request; the returned writes are ready for the store except for Clients.
+//
+// What the calls hold is allocated once for the whole request, not per call or per event.
 func plan(orgID string, events []event.Parsed, now time.Time, newID func() string) []*plannedCall {
 	type key struct{ provider, callID string }
-	byKey := map[key]*plannedCall{}
-	var calls []*plannedCall
-	members := map[*plannedCall][]int{}
+	n := len(events)
+	// Each event's call, as the index of the call's first appearance in keys.
+	callOf := make([]int, n)
+	var keys []key
+	byKey := make(map[key]int)
 	for i := range events {
 		e := &events[i].Event
 		k := key{e.EffectiveProvider(), e.ProviderCallID}
-		pc := byKey[k]
-		if pc == nil {
-			pc = &plannedCall{received: -1, slot: map[int]int{}}
-			pc.write.Provider = k.provider
-			pc.write.ProviderCallID = k.callID
-			pc.write.ID = CallID(orgID, k.provider, k.callID)
-			byKey[k] = pc
-			calls = append(calls, pc)
+		c, ok := byKey[k]
+		if !ok {
+			c = len(keys)
+			keys = append(keys, k)
+			byKey[k] = c
 		}
-		members[pc] = append(members[pc], i)
+		callOf[i] = c
+	}
+	// members holds the request indices grouped by call: call c's are members[ends[c-1]:ends[c]].
+	ends := make([]int, len(keys))
+	for _, c := range callOf {
+		ends[c]++
+	}
+	for c := 1; c < len(ends); c++ {
+		ends[c] += ends[c-1]
+	}
+	members := make([]int, n)
+	fill := make([]int, len(keys))
+	for i, c := range callOf {
+		from := 0
+		if c > 0 {
+			from = ends[c-1]
+		}
+		members[from+fill[c]] = i
+		fill[c]++
 	}
 	orderAt := func(i int) time.Time {
 		t := events[i].Event.OccurredAt
@@ -93,25 +120,36 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 		}
 		return t
 	}
-	for _, pc := range calls {
-		idx := members[pc]
-		sort.SliceStable(idx, func(a, b int) bool {
-			ea, eb := &events[idx[a]].Event, &events[idx[b]].Event
+	planned := make([]plannedCall, len(keys))
+	calls := make([]*plannedCall, len(keys))
+	slots := make([]int, n)
+	unique := make([]int, 0, n)
+	writes := make([]store.EventWrite, 0, n)
+	from := 0
+	for c, k := range keys {
+		pc := &planned[c]
+		calls[c] = pc
+		idx := members[from:ends[c]:ends[c]]
+		from = ends[c]
+		slices.SortStableFunc(idx, func(a, b int) int {
+			ea, eb := &events[a].Event, &events[b].Event
 			if ea.Sequence != eb.Sequence {
-				return ea.Sequence < eb.Sequence
+				return cmp.Compare(ea.Sequence, eb.Sequence)
 			}
-			return orderAt(idx[a]).Before(orderAt(idx[b]))
+			return orderAt(a).Compare(orderAt(b))
 		})
+		pc.members, pc.slots, pc.received = idx, slots, -1
 		w := &pc.write
-		w.Events = make([]store.EventWrite, 0, len(idx))
-		pc.unique = make([]int, 0, len(idx))
-		for n, i := range idx {
+		w.Provider, w.ProviderCallID = k.provider, k.callID
+		w.ID = CallID(orgID, k.provider, k.callID)
+		firstWrite, firstUnique := len(writes), len(unique)
+		for m, i := range idx {
 			e := &events[i].Event
 			at := orderAt(i)
-			if n == 0 || at.Before(w.FirstAt) {
+			if m == 0 || at.Before(w.FirstAt) {
 				w.FirstAt = at
 			}
-			if n == 0 || at.After(w.LastAt) {
+			if m == 0 || at.After(w.LastAt) {
 				w.LastAt = at
 			}
 			if s, moves := StateOf(e.Type); moves && s > w.State {
@@ -120,16 +158,16 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 			dk := e.DedupeKey()
 			// A request holds at most event.MaxBatch events: a scan of the call's kept ones is
 			// cheaper than a map.
-			if pos := keptAt(w.Events, dk); pos >= 0 {
-				pc.slot[i] = pos
+			if pos := keptAt(writes[firstWrite:], dk); pos >= 0 {
+				slots[i] = pos
 				continue
 			}
-			pc.slot[i] = len(w.Events)
-			pc.unique = append(pc.unique, i)
+			slots[i] = len(writes) - firstWrite
+			unique = append(unique, i)
 			if e.Type == event.CallReceived && pc.received < 0 {
 				pc.received = i
 			}
-			w.Events = append(w.Events, store.EventWrite{
+			writes = append(writes, store.EventWrite{
 				ID:              newID(),
 				Type:            string(e.Type),
 				DedupeKey:       dk,
@@ -140,6 +178,9 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 				Body:            events[i].Body,
 			})
 		}
+		// Capped, so that appending to one call's share cannot write into the next one's.
+		w.Events = writes[firstWrite:len(writes):len(writes)]
+		pc.unique = unique[firstUnique:len(unique):len(unique)]
 		last := idx[len(idx)-1]
 		w.Block = events[last].Block
 		w.BlockSequence = events[last].Event.Sequence

@@ -9,6 +9,7 @@ package event
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -320,30 +321,10 @@ func (e *Event) DedupeKey() string {
 	if e.ProviderEventID != "" {
 		return e.ProviderEventID
 	}
-	return string(e.Type) + ":" + itoa(e.Sequence)
-}
-
-func itoa(n int64) string {
-	var b [20]byte
-	i := len(b)
-	neg := n < 0
-	u := uint64(n)
-	if neg {
-		u = uint64(-n)
-	}
-	for {
-		i--
-		b[i] = byte('0' + u%10)
-		u /= 10
-		if u == 0 {
-			break
-		}
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
+	// One allocation, the key's own.
+	var buf [64]byte
+	b := append(append(buf[:0], e.Type...), ':')
+	return string(strconv.AppendInt(b, e.Sequence, 10))
 }
 
 // MarshalJSON encodes the event as canonical JSON: fields in a fixed order, absent fields left

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -301,17 +301,14 @@ func TestDedupeKey(t *testing.T) {
 		{Event{Type: CallHold, Sequence: 3}, "call_hold:3"},
 		{Event{Type: CallEnded, Sequence: 1234567890}, "call_ended:1234567890"},
 		{Event{Type: CallEnded, Sequence: math.MaxInt64}, "call_ended:9223372036854775807"},
+		{Event{Type: CallEnded, Sequence: math.MinInt64}, "call_ended:-9223372036854775808"},
+		{Event{Type: Type(strings.Repeat("t", 70)), Sequence: 7}, strings.Repeat("t", 70) + ":7"},
 		{Event{Type: CallHold, Sequence: 3, ProviderEventID: "evt-42"}, "evt-42"},
 		{Event{Type: CallHold, ProviderEventID: "call_hold:9"}, "call_hold:9"},
 	}
 	for _, tc := range tests {
 		if got := tc.e.DedupeKey(); got != tc.want {
 			t.Errorf("DedupeKey(%s, %d, %q) = %q, want %q", tc.e.Type, tc.e.Sequence, tc.e.ProviderEventID, got, tc.want)
-		}
-	}
-	for _, n := range []int64{0, 1, 9, 10, 99, 100, -1, -10, math.MaxInt64, math.MinInt64, math.MinInt64 + 1} {
-		if got, want := itoa(n), strconv.FormatInt(n, 10); got != want {
-			t.Errorf("itoa(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
