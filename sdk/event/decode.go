@@ -82,6 +82,9 @@ func parseBody(s *scanner, data []byte) ([]Parsed, bool, error) {
 		}
 		if ev.kind == kindArray && len(ev.items) <= MaxBatch {
 			out = make([]Parsed, 0, len(ev.items))
+			// Most events name both parties.
+			parties := make([]Party, 0, 2*len(ev.items))
+			d.parties = &parties
 		}
 		for i, item := range ev.items {
 			if item.kind != kindObject {
@@ -91,7 +94,7 @@ func parseBody(s *scanner, data []byte) ([]Parsed, bool, error) {
 			// Decoded with paths relative to the item, which are prefixed only when there is a
 			// problem: building "events[i].field" for every field of every event cost more
 			// than decoding them. An item's paths are its own, so its marks need no sharing.
-			sub := decoder{data: d.data}
+			sub := decoder{data: d.data, parties: d.parties}
 			p, ok := sub.event(item, "")
 			if len(sub.ps.list) > 0 {
 				prefix := "events[" + strconv.Itoa(i) + "]"
@@ -116,6 +119,19 @@ func parseBody(s *scanner, data []byte) ([]Parsed, bool, error) {
 type decoder struct {
 	data []byte
 	ps   problems
+	// parties, shared by a body's decoders, is room for the parties they decode, so that a
+	// body's parties take one allocation; nil or full, each party takes its own.
+	parties *[]Party
+}
+
+// newParty returns a zero Party that no other party shares memory with.
+func (d *decoder) newParty() *Party {
+	if d.parties == nil || len(*d.parties) == cap(*d.parties) {
+		return new(Party)
+	}
+	s := (*d.parties)[:len(*d.parties)+1]
+	*d.parties = s
+	return &s[len(s)-1]
 }
 
 func (d *decoder) result() error {
@@ -392,8 +408,8 @@ func (d *decoder) strings(n *node, path string) []string {
 	case kindArray:
 		out := make([]string, 0, len(n.items))
 		for i, it := range n.items {
-			ip := path + "[" + strconv.Itoa(i) + "]"
 			if it.kind != kindString {
+				ip := path + "[" + strconv.Itoa(i) + "]"
 				// Keep the place, so that later elements keep their index; the empty string
 				// is not reported again, since ip is now skipped.
 				d.typeProblem(ip, "must be a string")
@@ -458,13 +474,13 @@ func (d *decoder) party(n *node, p string) *Party {
 		return nil
 	}
 	d.dupes(n, p)
-	var pt Party
+	pt := d.newParty()
 	for _, f := range n.fields {
-		if !d.partyField(&pt, f, p) {
+		if !d.partyField(pt, f, p) {
 			d.typeProblem(member(p, f.key), "is not a field of a party")
 		}
 	}
-	return &pt
+	return pt
 }
 
 func (d *decoder) partyField(pt *Party, f field, p string) bool {
