@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/callwire/callwire/core/store"
@@ -29,11 +30,20 @@ func StateOf(t event.Type) (store.State, bool) {
 // derived from the key, so every replica and every racing request agrees on it before anything is
 // stored, and the popup can name the call before it is persisted.
 func CallID(orgID, provider, providerCallID string) string {
+	var b [callIDLen]byte
+	return string(appendCallID(b[:0], orgID, provider, providerCallID))
+}
+
+// callIDLen is the length of a CallID.
+const callIDLen = 36
+
+// appendCallID appends CallID(orgID, provider, providerCallID) to dst.
+func appendCallID(dst []byte, orgID, provider, providerCallID string) []byte {
 	sum := keySum(nil, orgID, provider, providerCallID)
 	// Shaped as a UUID (version 8, RFC 9562 variant) so that it reads like the other ids.
 	sum[6] = sum[6]&0x0f | 0x80
 	sum[8] = sum[8]&0x3f | 0x80
-	var b [36]byte
+	var b [callIDLen]byte
 	hex.Encode(b[0:8], sum[0:4])
 	b[8] = '-'
 	hex.Encode(b[9:13], sum[4:6])
@@ -43,7 +53,45 @@ func CallID(orgID, provider, providerCallID string) string {
 	hex.Encode(b[19:23], sum[8:10])
 	b[23] = '-'
 	hex.Encode(b[24:36], sum[10:16])
-	return string(b[:])
+	return append(dst, b[:]...)
+}
+
+// dedupeKeys returns each event's Event.DedupeKey, the ones made of type and sequence cut from
+// one string.
+func dedupeKeys(events []event.Parsed) []string {
+	out := make([]string, len(events))
+	size := 0
+	for i := range events {
+		if e := &events[i].Event; e.ProviderEventID == "" {
+			size += len(e.Type) + 21
+		}
+	}
+	// A report's few keys are made on the stack; a batch's in one allocation.
+	var bufArr [256]byte
+	var endsArr [8]int
+	buf, ends := bufArr[:0], endsArr[:0]
+	if size > len(bufArr) {
+		buf = make([]byte, 0, size)
+	}
+	if len(events) > len(endsArr) {
+		ends = make([]int, 0, len(events))
+	}
+	ends = ends[:len(events)]
+	for i := range events {
+		if e := &events[i].Event; e.ProviderEventID == "" {
+			buf = strconv.AppendInt(append(append(buf, e.Type...), ':'), e.Sequence, 10)
+		}
+		ends[i] = len(buf)
+	}
+	all, start := string(buf), 0
+	for i := range events {
+		if e := &events[i].Event; e.ProviderEventID != "" {
+			out[i] = e.ProviderEventID
+			continue
+		}
+		out[i], start = all[start:ends[i]], ends[i]
+	}
+	return out
 }
 
 // keySum is the SHA-256 of domain then each of parts, each followed by a zero byte.
@@ -120,6 +168,17 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 		}
 		return t
 	}
+	// The calls' IDs, cut from one string, and the events' dedupe keys.
+	var idsArr [callIDLen * 4]byte
+	ids := idsArr[:0]
+	if len(keys) > 4 {
+		ids = make([]byte, 0, callIDLen*len(keys))
+	}
+	for _, k := range keys {
+		ids = appendCallID(ids, orgID, k.provider, k.callID)
+	}
+	callIDs := string(ids)
+	dks := dedupeKeys(events)
 	planned := make([]plannedCall, len(keys))
 	calls := make([]*plannedCall, len(keys))
 	slots := make([]int, n)
@@ -141,7 +200,7 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 		pc.members, pc.slots, pc.received = idx, slots, -1
 		w := &pc.write
 		w.Provider, w.ProviderCallID = k.provider, k.callID
-		w.ID = CallID(orgID, k.provider, k.callID)
+		w.ID = callIDs[c*callIDLen : (c+1)*callIDLen]
 		firstWrite, firstUnique := len(writes), len(unique)
 		for m, i := range idx {
 			e := &events[i].Event
@@ -155,7 +214,7 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 			if s, moves := StateOf(e.Type); moves && s > w.State {
 				w.State = s
 			}
-			dk := e.DedupeKey()
+			dk := dks[i]
 			// A request holds at most event.MaxBatch events: a scan of the call's kept ones is
 			// cheaper than a map.
 			if pos := keptAt(writes[firstWrite:], dk); pos >= 0 {
