@@ -647,3 +647,64 @@ func BenchmarkPlan(b *testing.B) {
 		})
 	}
 }
+
+// leanStore answers a ring's read with nothing on file and stores every write as new, keeping
+// nothing: it stands for the store in BenchmarkIngest, whose figures are the service's own.
+type leanStore struct{}
+
+func (leanStore) Ringing(_ context.Context, _ string, refs []store.EventRef, _ *store.KeyCheck) ([]store.Ringing, error) {
+	return make([]store.Ringing, len(refs)), nil
+}
+
+func (leanStore) WriteCalls(_ context.Context, w store.Write) ([]store.CallResult, error) {
+	out := make([]store.CallResult, len(w.Calls))
+	for i, c := range w.Calls {
+		out[i] = store.CallResult{ID: c.ID, Created: true, Events: make([]store.EventResult, len(c.Events))}
+		for j, e := range c.Events {
+			out[i].Events[j].ID = e.ID
+		}
+	}
+	return out, nil
+}
+
+func (leanStore) Lookup(context.Context, string, string) ([]popup.Client, error) {
+	return nil, lookup.ErrNotConfigured
+}
+
+func (leanStore) Publish(context.Context, popup.Popup) error { return nil }
+
+// BenchmarkIngest runs a request through the service with a store, lookup and broker that cost
+// nothing (an organization with no client system): a batch of ten new calls of five events, ten
+// of them ringing, and a lone call_received.
+func BenchmarkIngest(b *testing.B) {
+	var evs []string
+	for c := range 10 {
+		id := fmt.Sprintf("call-%d", c)
+		for s, typ := range []string{"call_received", "call_answered", "call_ended", "call_recorded", "call_transcribed"} {
+			extra := map[string]string{"call_recorded": `,"url":"https://rec.example/1"`, "call_transcribed": `,"text":"hello"`}[typ]
+			evs = append(evs, ev(typ, id, s+1, t0.Add(time.Duration(s)*time.Second), extra))
+		}
+	}
+	s, err := New(Options{Writer: leanStore{}, Lookup: leanStore{}, Publisher: leanStore{}, Logger: slog.New(slog.DiscardHandler),
+		Registerer: prometheus.NewRegistry(), Now: func() time.Time { return t0.Add(time.Minute) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct{ name, body string }{
+		{"batch of 10 calls", batch(evs...)},
+		{"one call_received", evs[0]},
+	} {
+		ps, _, err := event.ParseBody([]byte(tc.body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Ingest(b.Context(), "org1", "trace1", ps, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
