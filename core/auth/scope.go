@@ -52,6 +52,19 @@ func (p Principal) Allows(scope string) bool {
 	return false
 }
 
+// allowsEventType is Allows(EventScope(t)), without building the scope.
+func (p Principal) allowsEventType(t string) bool {
+	for _, held := range p.Scopes {
+		if held == ScopeCallsEvents && t != "" {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(held, ScopeCallsEvents+"."); ok && rest == t {
+			return true
+		}
+	}
+	return false
+}
+
 // RequireScopes returns nil when the principal is allowed every scope given, and otherwise a
 // KindForbidden *Error naming every missing scope (sorted, without duplicates).
 func RequireScopes(p Principal, scopes ...string) error {
@@ -67,17 +80,17 @@ func RequireScopes(p Principal, scopes ...string) error {
 // scope (sorted, without duplicates), so that a batch is refused whole. An empty batch needs no
 // scope.
 func RequireEventScopes(p Principal, eventTypes []string) error {
-	if slices.Contains(p.Scopes, ScopeCallsEvents) && !slices.Contains(eventTypes, "") {
-		return nil // the wildcard covers every type, and nothing need be built to say so
+	var missing []string
+	for _, t := range eventTypes {
+		if !p.allowsEventType(t) {
+			missing = append(missing, EventScope(t))
+		}
 	}
-	scopes := make([]string, len(eventTypes))
-	for i, t := range eventTypes {
-		scopes[i] = EventScope(t)
-	}
-	missing := missingScopes(p, scopes)
 	if missing == nil {
 		return nil
 	}
+	slices.Sort(missing)
+	missing = slices.Compact(missing)
 	return &Error{Kind: KindForbidden, Scopes: missing,
 		Message: lacksMessage(missing) + " (" + ScopeCallsEvents + " grants every event type)"}
 }

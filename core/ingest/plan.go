@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/callwire/callwire/core/store"
@@ -56,15 +55,13 @@ func appendCallID(dst []byte, orgID, provider, providerCallID string) []byte {
 	return append(dst, b[:]...)
 }
 
-// dedupeKeys returns each event's Event.DedupeKey, the ones made of type and sequence cut from
-// one string.
+// dedupeKeys returns each event's Event.DedupeKey, all of them cut from one string.
 func dedupeKeys(events []event.Parsed) []string {
 	out := make([]string, len(events))
 	size := 0
 	for i := range events {
-		if e := &events[i].Event; e.ProviderEventID == "" {
-			size += len(e.Type) + 21
-		}
+		e := &events[i].Event
+		size += len(e.ProviderEventID) + len(e.Type) + 21
 	}
 	// A report's few keys are made on the stack; a batch's in one allocation.
 	var bufArr [256]byte
@@ -76,20 +73,13 @@ func dedupeKeys(events []event.Parsed) []string {
 	if len(events) > len(endsArr) {
 		ends = make([]int, 0, len(events))
 	}
-	ends = ends[:len(events)]
 	for i := range events {
-		if e := &events[i].Event; e.ProviderEventID == "" {
-			buf = strconv.AppendInt(append(append(buf, e.Type...), ':'), e.Sequence, 10)
-		}
-		ends[i] = len(buf)
+		buf = events[i].Event.AppendDedupeKey(buf)
+		ends = append(ends, len(buf))
 	}
 	all, start := string(buf), 0
-	for i := range events {
-		if e := &events[i].Event; e.ProviderEventID != "" {
-			out[i] = e.ProviderEventID
-			continue
-		}
-		out[i], start = all[start:ends[i]], ends[i]
+	for i, end := range ends {
+		out[i], start = all[start:end], end
 	}
 	return out
 }
@@ -143,24 +133,6 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 		}
 		callOf[i] = c
 	}
-	// members holds the request indices grouped by call: call c's are members[ends[c-1]:ends[c]].
-	ends := make([]int, len(keys))
-	for _, c := range callOf {
-		ends[c]++
-	}
-	for c := 1; c < len(ends); c++ {
-		ends[c] += ends[c-1]
-	}
-	members := make([]int, n)
-	fill := make([]int, len(keys))
-	for i, c := range callOf {
-		from := 0
-		if c > 0 {
-			from = ends[c-1]
-		}
-		members[from+fill[c]] = i
-		fill[c]++
-	}
 	orderAt := func(i int) time.Time {
 		t := events[i].Event.OccurredAt
 		if t.After(now) {
@@ -179,6 +151,17 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 	}
 	callIDs := string(ids)
 	dks := dedupeKeys(events)
+	// The request indices grouped by call, each call's in its order: by sequence, then clock,
+	// then request order (the sort is stable).
+	members := make([]int, n)
+	for i := range members {
+		members[i] = i
+	}
+	slices.SortStableFunc(members, func(a, b int) int {
+		ea, eb := &events[a].Event, &events[b].Event
+		return cmp.Or(cmp.Compare(callOf[a], callOf[b]), cmp.Compare(ea.Sequence, eb.Sequence),
+			orderAt(a).Compare(orderAt(b)))
+	})
 	planned := make([]plannedCall, len(keys))
 	calls := make([]*plannedCall, len(keys))
 	slots := make([]int, n)
@@ -188,15 +171,12 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 	for c, k := range keys {
 		pc := &planned[c]
 		calls[c] = pc
-		idx := members[from:ends[c]:ends[c]]
-		from = ends[c]
-		slices.SortStableFunc(idx, func(a, b int) int {
-			ea, eb := &events[a].Event, &events[b].Event
-			if ea.Sequence != eb.Sequence {
-				return cmp.Compare(ea.Sequence, eb.Sequence)
-			}
-			return orderAt(a).Compare(orderAt(b))
-		})
+		to := from
+		for to < n && callOf[members[to]] == c {
+			to++
+		}
+		idx := members[from:to:to]
+		from = to
 		pc.members, pc.slots, pc.received = idx, slots, -1
 		w := &pc.write
 		w.Provider, w.ProviderCallID = k.provider, k.callID

@@ -323,8 +323,15 @@ func (e *Event) DedupeKey() string {
 	}
 	// One allocation, the key's own.
 	var buf [64]byte
-	b := append(append(buf[:0], e.Type...), ':')
-	return string(strconv.AppendInt(b, e.Sequence, 10))
+	return string(e.AppendDedupeKey(buf[:0]))
+}
+
+// AppendDedupeKey appends the event's DedupeKey to b and returns the extended buffer.
+func (e *Event) AppendDedupeKey(b []byte) []byte {
+	if e.ProviderEventID != "" {
+		return append(b, e.ProviderEventID...)
+	}
+	return strconv.AppendInt(append(append(b, e.Type...), ':'), e.Sequence, 10)
 }
 
 // MarshalJSON encodes the event as canonical JSON: fields in a fixed order, absent fields left

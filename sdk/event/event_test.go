@@ -310,6 +310,9 @@ func TestDedupeKey(t *testing.T) {
 		if got := tc.e.DedupeKey(); got != tc.want {
 			t.Errorf("DedupeKey(%s, %d, %q) = %q, want %q", tc.e.Type, tc.e.Sequence, tc.e.ProviderEventID, got, tc.want)
 		}
+		if got := string(tc.e.AppendDedupeKey([]byte("k="))); got != "k="+tc.want {
+			t.Errorf("AppendDedupeKey(%s, %d, %q) = %q, want %q", tc.e.Type, tc.e.Sequence, tc.e.ProviderEventID, got, "k="+tc.want)
+		}
 	}
 }
 

@@ -132,7 +132,7 @@ func (lendWire) Decode([]byte) error { return errors.New("lendWire is never rece
 
 // Encode returns dst in p's wire buffer, with room for n more bytes.
 func (m lendWire) Encode(dst []byte) ([]byte, error) {
-	if cap(dst)-len(dst) >= m.n || sameArray(dst, m.p.wire) {
+	if cap(dst)-len(dst) >= m.n {
 		return dst, nil
 	}
 	if cap(m.p.wire) < len(dst)+m.n {
