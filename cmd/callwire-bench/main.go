@@ -296,6 +296,10 @@ type phaseReport struct {
 	ServerRSSMiB *float64 `json:"serverRssMiB,omitempty"`
 	// Database is what PostgreSQL did during the phase, where it tells.
 	Database *dbDelta `json:"database,omitempty"`
+	// HostShare is the share of the machine's CPU time its host took during the phase, where
+	// the system tells: the time the machine's kernel never accounted plus what it reported as
+	// steal (see hostShare).
+	HostShare *float64 `json:"hostShare,omitempty"`
 }
 
 // run is the whole bench: a run on each store in turn. Progress goes to stderr, the reports to
@@ -592,6 +596,10 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 					p.ServerCores = cores(before.server, after.server)
 					p.PostgresCores = cores(before.postgres, after.postgres)
 				}
+				if untold, steal, ok := hostShare(before, after, runtime.NumCPU()); ok {
+					h := untold + steal
+					p.HostShare = &h
+				}
 				if after.serverRSS > 0 {
 					m := float64(after.serverRSS) / (1 << 20)
 					p.ServerRSSMiB = &m
@@ -765,16 +773,35 @@ func printReport(w io.Writer, r report) {
 		fmt.Fprintf(w, "\npopup latency at light load (%g calls/s open loop; POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n", p.Rate)
 		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms (target at most %g ms: %s), max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
 			p.Latency.P50ms, p.Latency.P99ms, maxLightPopupP99ms, verdict, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
+		printPopupHost(w, p)
 	}
 	if p := r.Popup; p != nil {
 		fmt.Fprintf(w, "\npopup latency at full load (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n")
 		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
 			p.Latency.P50ms, p.Latency.P99ms, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
+		printPopupHost(w, p)
 	}
+}
+
+// printPopupHost writes how much of the machine its host took during a popup run, and a warning
+// when the latencies are the host's rather than the service's.
+func printPopupHost(w io.Writer, p *popupReport) {
+	if p.HostShare == nil {
+		return
+	}
+	fmt.Fprintf(w, "  the host took %.0f%% of the machine's CPU time during the run", *p.HostShare*100)
+	if *p.HostShare > maxHostShare {
+		fmt.Fprint(w, " (WARNING: over 5%; the latencies include the pauses it imposed)")
+	}
+	fmt.Fprintln(w)
 }
 
 // maxLightPopupP99ms is the popup latency aimed at for the 99th percentile at light load.
 const maxLightPopupP99ms = 5.0
+
+// maxHostShare is the most of the machine's CPU time its host may take during a phase before the
+// report warns that the run's figures are not comparable.
+const maxHostShare = 0.05
 
 // maxServerRSSMiB is the most resident memory the server may use at sustained full load.
 const maxServerRSSMiB = 64
@@ -818,16 +845,28 @@ func printBudget(w io.Writer, phases []phaseReport) {
 func printMix(w io.Writer, r mixReport) {
 	fmt.Fprintf(w, "\n== %s mix: %s\n\n", r.Mix, r.Description)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tround\tcalls\trequests\tevents\tseconds\tevents/s\tp50 ms\tp99 ms\tcores: bench\tserver\tpostgres\tserver RSS MiB\t")
+	fmt.Fprintln(tw, "phase\tround\tcalls\trequests\tevents\tseconds\tevents/s\tp50 ms\tp99 ms\tcores: bench\tserver\tpostgres\tserver RSS MiB\thost took\t")
+	worst := 0.0
 	for _, p := range r.Phases {
 		rss := "-"
 		if p.ServerRSSMiB != nil && p.Kind == "service" {
 			rss = fmt.Sprintf("%.1f", *p.ServerRSSMiB)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n", p.Kind, p.Round, p.Calls, p.Requests,
-			p.Events, p.Seconds, p.EventsPerSec, p.P50ms, p.P99ms, cores(p.BenchCores), cores(p.ServerCores), cores(p.PostgresCores), rss)
+		host := "-"
+		if p.HostShare != nil {
+			host = fmt.Sprintf("%.0f%%", *p.HostShare*100)
+			worst = max(worst, *p.HostShare)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n", p.Kind, p.Round, p.Calls, p.Requests,
+			p.Events, p.Seconds, p.EventsPerSec, p.P50ms, p.P99ms, cores(p.BenchCores), cores(p.ServerCores), cores(p.PostgresCores), rss, host)
 	}
 	tw.Flush()
+	if worst > maxHostShare {
+		fmt.Fprintf(w, "\nWARNING: the machine's host took up to %.0f%% of its CPU time during a phase (time its kernel never\n"+
+			"accounted, or reported as steal). The processes' CPU times below include what they lost to it, and the\n"+
+			"throughput is what the host let through, unevenly from phase to phase: this run's figures are not\n"+
+			"comparable with a run on a machine that had its CPUs (host took under %.0f%%).\n", worst*100, maxHostShare*100)
+	}
 	printDatabase(w, r.Phases)
 	printBudget(w, r.Phases)
 	verdict := "met"

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +31,9 @@ type popupReport struct {
 	Lookups  int64          `json:"lookups"`
 	// Rate is the calls started per second, open loop; 0 for a closed loop at full load.
 	Rate float64 `json:"rate,omitempty"`
+	// HostShare is the share of the machine's CPU time its host took during the run, where the
+	// system tells (see hostShare).
+	HostShare *float64 `json:"hostShare,omitempty"`
 }
 
 // popupProbe is a workstation: it holds the server's popup stream open and notes when each
@@ -235,15 +239,21 @@ func popupPhase(ctx context.Context, st store.Store, orgID string, client *http.
 			defer probe.close()
 			sp := spec
 			sp.label = spec.label + "-" + label
+			before := sampleCPU(0)
 			pr, err := run(sp, probe.wrap(service))
 			if err != nil {
 				return pr, popupReport{}, err
+			}
+			var host *float64
+			if untold, steal, ok := hostShare(before, sampleCPU(0), runtime.NumCPU()); ok {
+				h := untold + steal
+				host = &h
 			}
 			// Popups of the last calls may still be on their way.
 			time.Sleep(time.Second)
 			ds, missing := probe.latencies()
 			return pr, popupReport{Seconds: pr.Elapsed.Seconds(), Calls: pr.Calls, Received: len(ds), Missing: missing,
-				Latency: summarize(ds), Lookups: adapter.lookups()}, nil
+				Latency: summarize(ds), Lookups: adapter.lookups(), HostShare: host}, nil
 		}
 		if lightRate > 0 {
 			pr, rep, err := measure("light", func(sp phaseSpec, do doer) (phaseRun, error) { return runOpenLoop(ctx, sp, mix, do, lightRate) })

@@ -28,6 +28,12 @@ type cpuSample struct {
 	// serverRSS and serverPeak are the server's resident memory now and at its highest so
 	// far (VmRSS and VmHWM), in bytes; 0 when unknown.
 	serverRSS, serverPeak int64
+	// at is when the sample was taken. ran is the time the machine's kernel accounted to its
+	// CPUs so far (busy, idle and steal alike, summed over the CPUs), and steal the part of it
+	// the hypervisor reported as stolen; ranOK says whether /proc/stat told.
+	at         time.Time
+	ran, steal time.Duration
+	ranOK      bool
 }
 
 // sampleCPU reads the CPU times of this process, of the process serverPID (0 for none) and of
@@ -50,8 +56,51 @@ func sampleCPU(serverPID int) cpuSample {
 			s.postgres += t
 		}
 	}
+	s.at = time.Now()
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		s.ran, s.steal, s.ranOK = machineTime(b)
+	}
 	s.ok = true
 	return s
+}
+
+// machineTime reads /proc/stat's first line, the time all CPUs spent in each state since boot
+// in USER_HZ: user, nice, system, idle, iowait, irq, softirq and steal (guest time is already
+// in user). It returns their sum and the steal.
+func machineTime(stat []byte) (ran, steal time.Duration, ok bool) {
+	line, _, _ := bytes.Cut(stat, []byte{'\n'})
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	var ticks [8]int64
+	for i := range ticks {
+		v, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil || v < 0 {
+			return 0, 0, false
+		}
+		ticks[i] = v
+	}
+	var sum int64
+	for _, v := range ticks {
+		sum += v
+	}
+	return time.Duration(sum) * time.Second / clockTicks, time.Duration(ticks[7]) * time.Second / clockTicks, true
+}
+
+// hostShare is the part of the CPUs' time between samples a and b that the machine's kernel
+// never accounted (the host ran something else on them and did not report it as steal), plus
+// the part it reported as steal: the share of the machine its host took. Process CPU times
+// include the untold part (the process was on a CPU while the CPU was not running), so they
+// grow with it. ok is false when /proc/stat did not tell.
+func hostShare(a, b cpuSample, cpus int) (untold, steal float64, ok bool) {
+	wall := b.at.Sub(a.at)
+	if !a.ranOK || !b.ranOK || wall <= 0 || cpus <= 0 {
+		return 0, 0, false
+	}
+	capacity := float64(wall) * float64(cpus)
+	untold = max(0, 1-float64(b.ran-a.ran)/capacity)
+	return untold, float64(b.steal-a.steal) / capacity, true
 }
 
 // procCPU returns the user+system CPU time and the command name of process pid.

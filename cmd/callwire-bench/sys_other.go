@@ -17,6 +17,9 @@ type cpuSample struct {
 	serverRSS, serverPeak   int64
 }
 
+// hostShare is not available on this system.
+func hostShare(a, b cpuSample, cpus int) (untold, steal float64, ok bool) { return 0, 0, false }
+
 // sampleCPU is not available on this system; the report leaves CPU use out.
 func sampleCPU(serverPID int) cpuSample { return cpuSample{} }
 

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+func TestMachineTime(t *testing.T) {
+	tests := []struct {
+		name       string
+		stat       string
+		ran, steal time.Duration
+		ok         bool
+	}{
+		{"ten fields", "cpu  100 2 30 400 5 0 6 7 50 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n", 5500 * time.Millisecond, 70 * time.Millisecond, true},
+		{"eight fields", "cpu 1 1 1 1 1 1 1 1", 80 * time.Millisecond, 10 * time.Millisecond, true},
+		{"no steal field", "cpu 1 1 1 1 1 1 1\n", 0, 0, false},
+		{"per-cpu line first", "cpu0 1 1 1 1 1 1 1 1\n", 0, 0, false},
+		{"not a number", "cpu 1 x 1 1 1 1 1 1\n", 0, 0, false},
+		{"negative", "cpu 1 -1 1 1 1 1 1 1\n", 0, 0, false},
+		{"empty", "", 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ran, steal, ok := machineTime([]byte(tt.stat))
+			if ran != tt.ran || steal != tt.steal || ok != tt.ok {
+				t.Errorf("machineTime = %v, %v, %v; want %v, %v, %v", ran, steal, ok, tt.ran, tt.steal, tt.ok)
+			}
+		})
+	}
+}
+
+func TestHostShare(t *testing.T) {
+	at := time.Unix(1000, 0)
+	a := cpuSample{at: at, ran: 10 * time.Second, steal: time.Second, ranOK: true}
+	// 2 CPUs for 10 s: 20 s of capacity, of which the kernel accounted 15 s, 1 s of it steal.
+	b := cpuSample{at: at.Add(10 * time.Second), ran: 25 * time.Second, steal: 2 * time.Second, ranOK: true}
+	untold, steal, ok := hostShare(a, b, 2)
+	if !ok || untold != 0.25 || steal != 0.05 {
+		t.Errorf("hostShare = %v, %v, %v; want 0.25, 0.05, true", untold, steal, ok)
+	}
+	// A kernel that accounted more than the wall clock (clock skew) took nothing.
+	b.ran = 40 * time.Second
+	if untold, _, _ := hostShare(a, b, 2); untold != 0 {
+		t.Errorf("hostShare untold = %v with more accounted than elapsed, want 0", untold)
+	}
+	if _, _, ok := hostShare(a, cpuSample{at: b.at}, 2); ok {
+		t.Error("hostShare ok without /proc/stat in a sample")
+	}
+}
+
+// TestMachineTimeHere reads this machine's /proc/stat, where there is one.
+func TestMachineTimeHere(t *testing.T) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Skipf("no /proc/stat: %v", err)
+	}
+	if ran, _, ok := machineTime(b); !ok || ran <= 0 {
+		t.Errorf("machineTime of this machine's /proc/stat = %v, %v", ran, ok)
+	}
+}
