@@ -626,7 +626,7 @@ func (n *node) text() string {
 		return n.str
 	}
 	s := scanner{text: n.str}
-	v, _ := s.escaped(0, strings.IndexByte(n.str, '\\'), true) // scanTree checked it
+	v, _ := s.escaped(0, strings.IndexByte(n.str, '\\')) // scanTree checked it
 	return v
 }
 

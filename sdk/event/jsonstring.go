@@ -87,30 +87,43 @@ func skipPlain[T string | []byte](s T, i int, html bool) int {
 	return i
 }
 
-// load64 reads the eight bytes of s from i, little-endian.
+// load64 reads the eight bytes of s from i, little-endian, in one load.
 func load64[T string | []byte](s T, i int) uint64 {
-	_ = s[i+7]
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // flagged returns the high bit of each of the eight bytes of x that a JSON string may have to
-// escape or decode: a byte below 0x20, '"', '\\', one outside ASCII, and with html '<', '>' and
-// '&'. These are the has-less-than and has-zero-byte tests on every byte at once, which can only
-// err on a byte beyond one that qualifies, so the lowest bit set is always a byte that does.
+// escape or decode: those stringStops marks, one outside ASCII, and with html '<', '>' and '&'.
+// Like stringStops, it can only err on a byte beyond one that qualifies.
 func flagged(x uint64, html bool) uint64 {
-	const (
-		ones  = 0x0101010101010101
-		highs = 0x8080808080808080
-	)
-	zero := func(y uint64) uint64 { return (y - ones) &^ y }
-	m := (x - 0x20*ones) &^ x
-	m |= zero(x^('"'*ones)) | zero(x^('\\'*ones))
+	m := stringStops(x) | x&highBits
 	if html {
-		m |= zero(x^('<'*ones)) | zero(x^('>'*ones)) | zero(x^('&'*ones))
+		m |= (zeroBytes(x^('<'*oneBits)) | zeroBytes(x^('>'*oneBits)) | zeroBytes(x^('&'*oneBits))) & highBits
 	}
-	return (m | x) & highs
+	return m
 }
+
+// stringStops returns the high bit of each of the eight bytes of x that ends a run of plain
+// bytes inside a JSON string: a byte below 0x20, '"' and '\\'. These are the has-less-than and
+// has-zero-byte tests on every byte at once, which can only err on a byte beyond one that
+// qualifies (a borrow runs upwards), so the lowest bit set is always a byte that does. A byte
+// outside ASCII is never marked.
+func stringStops(x uint64) uint64 {
+	m := (x - 0x20*oneBits) &^ x
+	m |= zeroBytes(x^('"'*oneBits)) | zeroBytes(x^('\\'*oneBits))
+	return m & highBits
+}
+
+// Eight bytes' low and high bits.
+const (
+	oneBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
+// zeroBytes marks, in the high bit, each zero byte of y (and may mark bytes beyond one).
+func zeroBytes(y uint64) uint64 { return (y - oneBits) &^ y }
 
 func decodeRune[T string | []byte](s T) (rune, int) {
 	switch v := any(s).(type) {

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"math/bits"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -336,20 +337,16 @@ func numberEnd[T string | []byte](t T, i int) int {
 func (s *scanner) str() (string, bool) {
 	t := s.text
 	start := s.i + 1
-	i := start
-	for i < len(t) {
-		switch c := t[i]; {
-		case c == '"':
+	if i := plainEnd(t, start); i < len(t) {
+		switch t[i] {
+		case '"':
 			s.i = i + 1
 			return t[start:i], true
-		case c == '\\':
-			return s.escaped(start, i, true)
-		case c < ' ':
-			return "", false
+		case '\\':
+			return s.escaped(start, i)
 		}
-		i++
 	}
-	return "", false
+	return "", false // a control byte, or no closing quote
 }
 
 // digits returns the end of the run of one or more decimal digits at t[i:], or -1 when there is
@@ -372,36 +369,66 @@ func digits[T string | []byte](t T, i int) int {
 func (s *scanner) strValue() (str string, esc, ok bool) {
 	t := s.text
 	start := s.i + 1
-	for i := start; i < len(t); i++ {
-		switch c := t[i]; {
-		case c == '"':
+	if i := plainEnd(t, start); i < len(t) {
+		switch t[i] {
+		case '"':
 			s.i = i + 1
 			return t[start:i], false, true
-		case c == '\\':
-			if _, ok := s.escaped(start, i, false); !ok {
+		case '\\':
+			end, ok := escapedEnd(t, i)
+			if !ok {
 				return "", false, false
 			}
-			return t[start:s.i], true, true
-		case c < ' ':
-			return "", false, false
+			s.i = end
+			return t[start:end], true, true
 		}
 	}
 	return "", false, false
 }
 
-// escaped finishes a string that has an escape at esc, unescaping it into s.scratch. It returns
-// the string's value when value is true, "" otherwise.
-func (s *scanner) escaped(start, esc int, value bool) (string, bool) {
+// escapedEnd checks the rest of a string from an escape at i, as escaped would read it, without
+// unescaping it, and returns the index just past its closing quote.
+func escapedEnd(t string, i int) (int, bool) {
+	for {
+		if i = plainEnd(t, i); i >= len(t) {
+			return 0, false
+		}
+		switch t[i] {
+		case '"':
+			return i + 1, true
+		case '\\':
+		default:
+			return 0, false // a control byte
+		}
+		if i+1 >= len(t) {
+			return 0, false
+		}
+		switch t[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			// Every \u takes four hex digits; escaped reads a surrogate pair's second half as
+			// an escape of its own when the pair does not form a rune, so it takes them too.
+			if _, ok := hex4(t, i+2); !ok {
+				return 0, false
+			}
+			i += 6
+		default:
+			return 0, false
+		}
+	}
+}
+
+// escaped finishes a string that has an escape at esc, unescaping it into s.scratch, and
+// returns its value.
+func (s *scanner) escaped(start, esc int) (string, bool) {
 	t := s.text
 	b := append(s.scratch[:0], t[start:esc]...)
 	defer func() { s.scratch = b[:0] }()
 	i := esc
 	for i < len(t) {
 		// A run of plain bytes, appended at once.
-		j := i
-		for j < len(t) && t[j] != '"' && t[j] != '\\' && t[j] >= ' ' {
-			j++
-		}
+		j := plainEnd(t, i)
 		b = append(b, t[i:j]...)
 		if i = j; i >= len(t) {
 			break
@@ -409,9 +436,6 @@ func (s *scanner) escaped(start, esc int, value bool) (string, bool) {
 		switch c := t[i]; {
 		case c == '"':
 			s.i = i + 1
-			if !value {
-				return "", true
-			}
 			return string(b), true
 		case c < ' ':
 			return "", false
@@ -479,4 +503,19 @@ func hex4(t string, i int) (rune, bool) {
 		r = r<<4 | rune(c)
 	}
 	return r, true
+}
+
+// plainEnd returns the first index from i of t whose byte ends a run of plain string bytes (a
+// byte below 0x20, '"' or '\\'), or len(t) when none does. Eight bytes are tested at a time.
+func plainEnd(t string, i int) int {
+	for i+8 <= len(t) {
+		if m := stringStops(load64(t, i)); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	for i < len(t) && t[i] != '"' && t[i] != '\\' && t[i] >= ' ' {
+		i++
+	}
+	return i
 }
