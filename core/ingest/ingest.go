@@ -89,6 +89,61 @@ type metrics struct {
 	lookups       *prometheus.CounterVec
 	unavailable   prometheus.Counter
 	writeDuration prometheus.Histogram
+
+	// The counters of the vectors above, resolved once for every label value the service uses:
+	// a request counts each of its events, rings and lookups, and resolving a label value takes
+	// a hash and a lock each time.
+	stored, duplicate map[event.Type]prometheus.Counter
+	popup             map[string]prometheus.Counter
+	lookup            map[popup.LookupOutcome]prometheus.Counter
+}
+
+// resolve fills m's maps of counters from its vectors.
+func (m *metrics) resolve() {
+	m.stored, m.duplicate = map[event.Type]prometheus.Counter{}, map[event.Type]prometheus.Counter{}
+	for _, t := range event.Types() {
+		m.stored[t] = m.events.WithLabelValues(string(t), "stored")
+		m.duplicate[t] = m.events.WithLabelValues(string(t), "duplicate")
+	}
+	m.popup = map[string]prometheus.Counter{}
+	for _, o := range []string{"published", "missed", "repeat", "late", "dropped"} {
+		m.popup[o] = m.popups.WithLabelValues(o)
+	}
+	m.lookup = map[popup.LookupOutcome]prometheus.Counter{}
+	for _, o := range []popup.LookupOutcome{popup.LookupMatched, popup.LookupNoMatch, popup.LookupSkipped, popup.LookupFailed, popup.LookupNotSet} {
+		m.lookup[o] = m.lookups.WithLabelValues(string(o))
+	}
+}
+
+// countPopup counts a popup's outcome.
+func (m *metrics) countPopup(outcome string) {
+	if c, ok := m.popup[outcome]; ok {
+		c.Inc()
+		return
+	}
+	m.popups.WithLabelValues(outcome).Inc()
+}
+
+// countLookup counts a lookup's outcome.
+func (m *metrics) countLookup(outcome popup.LookupOutcome) {
+	if c, ok := m.lookup[outcome]; ok {
+		c.Inc()
+		return
+	}
+	m.lookups.WithLabelValues(string(outcome)).Inc()
+}
+
+// countEvent counts an event of type t, stored or a duplicate.
+func (m *metrics) countEvent(t event.Type, dup bool) {
+	byType, outcome := m.stored, "stored"
+	if dup {
+		byType, outcome = m.duplicate, "duplicate"
+	}
+	if c, ok := byType[t]; ok {
+		c.Inc()
+		return
+	}
+	m.events.WithLabelValues(string(t), outcome).Inc()
 }
 
 // New returns a Service; it fails when the options are unusable.
@@ -139,6 +194,7 @@ func New(o Options) (*Service, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 	}
+	m.resolve()
 	if o.Registerer != nil {
 		for _, c := range []prometheus.Collector{m.events, m.duplicates, m.callsCreated, m.popups, m.lookups, m.unavailable, m.writeDuration} {
 			if err := o.Registerer.Register(c); err != nil {
@@ -260,13 +316,13 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 	var rings []toRing
 	for i, pc := range ringing {
 		if i < len(known) && known[i].Known {
-			s.metrics.popups.WithLabelValues("repeat").Inc()
+			s.metrics.countPopup("repeat")
 			continue
 		}
 		if i < len(known) && known[i].State >= store.StateRinging {
 			// The call already rang, or was answered or ended: a late call_received does not
 			// move it, and does not light the desks (the state only climbs).
-			s.metrics.popups.WithLabelValues("late").Inc()
+			s.metrics.countPopup("late")
 			continue
 		}
 		rings = append(rings, toRing{pc, refs[i]})
@@ -285,7 +341,7 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 		defer func() {
 			// A lookup or broker that panics costs the popup, never the call.
 			if r := recover(); r != nil {
-				s.metrics.popups.WithLabelValues("missed").Inc()
+				s.metrics.countPopup("missed")
 				log.error("popup: recovered from a panic; the call is still recorded", "panic", fmt.Sprint(r))
 			}
 		}()
@@ -329,33 +385,33 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 func (s *Service) lookup(ctx context.Context, log reqLog, orgID string, e *event.Event) ([]popup.Client, popup.LookupOutcome) {
 	from := e.Call.From
 	if from == nil || from.EffectiveKind() != event.KindE164 || from.Number == "" {
-		s.metrics.lookups.WithLabelValues(string(popup.LookupSkipped)).Inc()
+		s.metrics.countLookup(popup.LookupSkipped)
 		return []popup.Client{}, popup.LookupSkipped
 	}
 	if s.opts.Lookup == nil {
-		s.metrics.lookups.WithLabelValues(string(popup.LookupNotSet)).Inc()
+		s.metrics.countLookup(popup.LookupNotSet)
 		return []popup.Client{}, popup.LookupNotSet
 	}
 	clients, err := s.opts.Lookup.Lookup(ctx, orgID, from.Number)
 	switch {
 	case errors.Is(err, lookup.ErrNotConfigured):
-		s.metrics.lookups.WithLabelValues(string(popup.LookupNotSet)).Inc()
+		s.metrics.countLookup(popup.LookupNotSet)
 		return []popup.Client{}, popup.LookupNotSet
 	case err != nil:
-		s.metrics.lookups.WithLabelValues(string(popup.LookupFailed)).Inc()
+		s.metrics.countLookup(popup.LookupFailed)
 		log.warn("caller lookup failed; caller treated as unknown", "error", err)
 		return []popup.Client{}, popup.LookupFailed
 	case len(clients) == 0:
-		s.metrics.lookups.WithLabelValues(string(popup.LookupNoMatch)).Inc()
+		s.metrics.countLookup(popup.LookupNoMatch)
 		return []popup.Client{}, popup.LookupNoMatch
 	}
-	s.metrics.lookups.WithLabelValues(string(popup.LookupMatched)).Inc()
+	s.metrics.countLookup(popup.LookupMatched)
 	return clients, popup.LookupMatched
 }
 
 func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup) {
 	if s.opts.Publisher == nil {
-		s.metrics.popups.WithLabelValues("dropped").Inc()
+		s.metrics.countPopup("dropped")
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
@@ -366,12 +422,12 @@ func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup) {
 	case errors.Is(err, popup.ErrRepeat):
 		// Another copy of the report, racing this one here or on another replica, rang the
 		// desks already.
-		s.metrics.popups.WithLabelValues("repeat").Inc()
+		s.metrics.countPopup("repeat")
 	case err != nil:
-		s.metrics.popups.WithLabelValues("missed").Inc()
+		s.metrics.countPopup("missed")
 		log.warn("popup missed; the call is still recorded", "error", err, "call_id", p.CallID, "popup_id", p.ID)
 	default:
-		s.metrics.popups.WithLabelValues("published").Inc()
+		s.metrics.countPopup("published")
 	}
 }
 
@@ -407,10 +463,8 @@ func (s *Service) result(log reqLog, events []event.Parsed, calls []*plannedCall
 			r.Events[i] = EventResult{ID: er.ID, Type: string(e.Type), DedupeKey: pc.write.Events[pos].DedupeKey, Duplicate: dup}
 			if dup {
 				s.metrics.duplicates.Inc()
-				s.metrics.events.WithLabelValues(string(e.Type), "duplicate").Inc()
-			} else {
-				s.metrics.events.WithLabelValues(string(e.Type), "stored").Inc()
 			}
+			s.metrics.countEvent(e.Type, dup)
 		}
 	}
 	return r, nil

@@ -135,6 +135,8 @@ type metrics struct {
 	results     *prometheus.CounterVec
 	latency     prometheus.Histogram
 	transitions *prometheus.CounterVec
+	// byResult holds results' counter of each result, resolved once: every ring counts one.
+	byResult map[string]prometheus.Counter
 }
 
 // Results counted by callwire_lookup_results_total.
@@ -216,6 +218,11 @@ func New(o Options) (*Lookup, error) {
 			Name: "callwire_lookup_breaker_transitions_total",
 			Help: "Changes of organizations' lookup breakers, by the state entered: open, half_open, closed.",
 		}, []string{"to"}),
+		byResult: map[string]prometheus.Counter{},
+	}
+	for _, r := range []string{resultMatched, resultNoMatch, resultCachedMatch, resultCachedNoMatch, resultNotConfigured,
+		resultBreakerOpen, resultTimeout, resultRefused, resultFailed, resultBadAnswer, resultNoSettings} {
+		m.byResult[r] = m.results.WithLabelValues(r)
 	}
 	if o.Registerer != nil {
 		for _, c := range []prometheus.Collector{m.results, m.latency, m.transitions} {
@@ -290,7 +297,13 @@ func (l *Lookup) Lookup(ctx context.Context, orgID, number string) ([]popup.Clie
 	return slices.Clone(clients), nil
 }
 
-func (l *Lookup) count(result string) { l.metrics.results.WithLabelValues(result).Inc() }
+func (l *Lookup) count(result string) {
+	if c, ok := l.metrics.byResult[result]; ok {
+		c.Inc()
+		return
+	}
+	l.metrics.results.WithLabelValues(result).Inc()
+}
 
 func failureResult(err error) string {
 	switch {
