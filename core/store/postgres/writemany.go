@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,7 +19,10 @@ var binaryParams = []int16{1}
 // writeManySQL is a Write of several calls as one statement: the calls upserted as
 // upsertCallSQL does, in the order of the arrays, then the events not on file appended to the
 // calls the upsert returned. It returns a row per call (provider, providerCallId, id, created,
-// clients; key NULL) and a row per event it stored (call id and dedupe key; the rest NULL).
+// clients; key NULL), then a row of the number of events it stored (in the key's column; the
+// rest NULL), then, only when that is fewer than it was given, a row per event it stored (call
+// id and dedupe key; the rest NULL). The common write, whose events are all new, so sends no
+// row per event.
 //
 // A statement has one snapshot, taken before the upsert may wait for another writer of a call;
 // the events' ON CONFLICT DO NOTHING still sees that writer's events once it has committed (the
@@ -57,10 +61,15 @@ const writeManyRest = `
 	JOIN c ON c.provider = n.provider AND c.provider_call_id = n.provider_call_id
 	ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
 	RETURNING e.call_id, e.dedupe_key
+), n AS (
+	SELECT count(*) AS stored FROM e
 )
 SELECT c.provider, c.provider_call_id, c.id, c.created, c.clients, NULL::text FROM c
 UNION ALL
-SELECT NULL, NULL, e.call_id, NULL, NULL, e.dedupe_key FROM e`
+SELECT NULL, NULL, NULL, NULL, NULL, n.stored::text FROM n
+UNION ALL
+SELECT NULL, NULL, e.call_id, NULL, NULL, e.dedupe_key FROM e
+WHERE (SELECT n.stored FROM n) < cardinality($16::text[])`
 
 // The names writeManySQL and checkedWriteManySQL are prepared under on each connection.
 const (
@@ -128,21 +137,40 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	seen := make([]bool, nc)
 	calls := 0
 	// stored[k] says whether event k, counting through the calls in the order of w.Calls, was
-	// stored. byKey finds it by its call's ID and its dedupe key, the columns of an event's row;
-	// it is made once every call's row has been read (they come first), so that reading a row
-	// allocates nothing.
+	// stored: all of them when the count says so, else those whose rows follow it. byKey finds
+	// an event by its call's ID and its dedupe key, the columns of an event's row; it is made
+	// once every call's row has been read (they come first), so that reading a row allocates
+	// nothing.
 	stored := make([]bool, ne)
+	count, rows := int64(-1), int64(0)
 	var byKey map[[2]string]int
-	// Rows, all columns as text: provider, providerCallId, id, created, clients, dedupe key.
+	// Rows, all columns as text: provider, providerCallId, id, created, clients, dedupe key or
+	// count.
 	err = p.exec(ctx, conn, sd, func(v [][]byte) error {
-		if len(v) != 6 || v[2] == nil {
-			return fmt.Errorf("write returned a row of %d columns without an id", len(v))
+		if len(v) != 6 {
+			return fmt.Errorf("write returned a row of %d columns", len(v))
 		}
-		if v[5] != nil {
-			if byKey == nil {
-				if calls != nc {
-					return errors.New("write returned an event before every call")
+		switch {
+		case v[2] == nil:
+			// The count.
+			if count >= 0 || calls != 0 && calls != nc {
+				return errors.New("write returned its count twice or before every call")
+			}
+			n, err := strconv.ParseInt(string(v[5]), 10, 64)
+			if err != nil || n < 0 || n > int64(ne) {
+				return fmt.Errorf("write returned a count of %q events of %d", v[5], ne)
+			}
+			if count = n; n == int64(ne) {
+				for k := range stored {
+					stored[k] = true
 				}
+			}
+			return nil
+		case v[5] != nil:
+			if count < 0 || count == int64(ne) {
+				return fmt.Errorf("write returned event %q of call %q, not expected", v[5], v[2])
+			}
+			if byKey == nil {
 				byKey = make(map[[2]string]int, ne)
 				k := 0
 				for i := range w.Calls {
@@ -157,7 +185,11 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 				return fmt.Errorf("write returned event %q of call %q, not asked for or twice", v[5], v[2])
 			}
 			stored[k] = true
+			rows++
 			return nil
+		}
+		if count >= 0 {
+			return errors.New("write returned a call after its count")
 		}
 		if v[0] == nil || v[1] == nil || len(v[3]) != 1 {
 			return errors.New("write returned a call row without its key")
@@ -176,6 +208,9 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	})
 	if err != nil {
 		return nil, err
+	}
+	if count < 0 || count < int64(ne) && rows != count {
+		return nil, fmt.Errorf("write returned %d event rows for a count of %d", rows, count)
 	}
 	if w.Check != nil && calls == 0 {
 		// No call row at all: the guard returned false (see keyCheckFalse), the upsert formed

@@ -44,6 +44,55 @@ func eventTests() []contractTest {
 			checkEvent(t, evs[1], c.ID, e2, at(3)) // the first copy, body and receipt time included
 			checkEvent(t, evs[2], c.ID, e3, at(5))
 		}},
+		{"BatchPartlyOnFile", func(t *testing.T, s store.Store) {
+			// A batch of several calls whose events are some on file, some new, spread over
+			// calls old and new: each event is told apart, not the batch as a whole.
+			org := newOrg(t, s)
+			e1, e2, e3 := ev("call_received", 1, at(1)), ev("call_answered", 2, at(2)), ev("call_received", 1, at(1))
+			first := write(t, s, store.Write{OrgID: org, ReceivedAt: at(3), Calls: []store.CallWrite{
+				cw("sip", "call-1", store.StateAnswered, e1, e2),
+				cw("sip", "call-2", store.StateRinging, e3),
+			}})
+			again := ev("call_answered", 2, at(2))
+			e4, e5 := ev("call_ended", 3, at(4)), ev("call_ended", 2, at(4))
+			e6, e7 := ev("call_received", 1, at(2)), ev("call_answered", 2, at(3))
+			w := store.Write{OrgID: org, ReceivedAt: at(5), Calls: []store.CallWrite{
+				cw("sip", "call-1", store.StateEnded, again, e4),
+				cw("sip", "call-2", store.StateEnded, e5),
+				cw("sip", "call-3", store.StateAnswered, e6, e7),
+			}}
+			res := write(t, s, w)
+			want := [][]store.EventResult{
+				{{ID: e2.ID, Duplicate: true}, {ID: e4.ID}},
+				{{ID: e5.ID}},
+				{{ID: e6.ID}, {ID: e7.ID}},
+			}
+			for i, r := range res {
+				if wantCreated := i == 2; r.Created != wantCreated {
+					t.Errorf("call %d Created = %v, want %v", i, r.Created, wantCreated)
+				}
+				if i < 2 && r.ID != first[i].ID {
+					t.Errorf("call %d ID = %q, want %q", i, r.ID, first[i].ID)
+				}
+				if !slices.Equal(r.Events, want[i]) {
+					t.Errorf("call %d events = %+v, want %+v", i, r.Events, want[i])
+				}
+			}
+			for i, c := range []struct {
+				id   string
+				want []store.EventWrite
+			}{{"call-1", []store.EventWrite{e1, e2, e4}}, {"call-2", []store.EventWrite{e3, e5}}, {"call-3", []store.EventWrite{e6, e7}}} {
+				_, evs := getCall(t, s, org, "sip", c.id)
+				if len(evs) != len(c.want) {
+					t.Fatalf("%s has %d events, want %d", c.id, len(evs), len(c.want))
+				}
+				for j := range evs {
+					if evs[j].ID != c.want[j].ID {
+						t.Errorf("call %d event %d = %s, want %s", i, j, evs[j].ID, c.want[j].ID)
+					}
+				}
+			}
+		}},
 		{"ProviderEventIDDedupe", func(t *testing.T, s store.Store) {
 			org := newOrg(t, s)
 			hold := func(peid string, released bool) store.EventWrite {
