@@ -114,22 +114,28 @@ func (c *claimSet) pop() {
 // publishOnceLua claims the ringing and, only when the claim is new, publishes the popup on each
 // channel: one script, so that no other publisher can come between the two and a ring costs one
 // round trip. KEYS[1] is the claim key, ARGV[1] its time to live in milliseconds, ARGV[2] the
-// popup, ARGV[3] on the channels. It returns 1 when it published, 0 for a repeat.
+// token of this publish (the claim's value), ARGV[3] the popup, ARGV[4] on the channels. It
+// returns 1 when it published, 0 for a repeat. A claim that holds this publish's own token is
+// not a repeat: the Redis client resends a command whose reply it did not get in time, and the
+// first run, whose reply was lost, published.
 const publishOnceLua = `
-if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
+if not redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[1]) then
+	if redis.call('GET', KEYS[1]) == ARGV[2] then
+		return 1
+	end
 	return 0
 end
-for i = 3, #ARGV do
-	redis.call('PUBLISH', ARGV[i], ARGV[2])
+for i = 4, #ARGV do
+	redis.call('PUBLISH', ARGV[i], ARGV[3])
 end
 return 1
 `
 
 // claimAndPublish runs publishOnceLua for p, whose JSON form is data, on the channels of its
-// locations. It reports false for a repeat.
-func (r *Redis) claimAndPublish(ctx context.Context, p Popup, data []byte) (bool, error) {
+// locations, claiming with token, which is the publish's own. It reports false for a repeat.
+func (r *Redis) claimAndPublish(ctx context.Context, p Popup, data []byte, token string) (bool, error) {
 	ttl := claimTTL(r.opts.ClaimTTL)
-	args := []any{strconv.FormatInt(max(ttl.Milliseconds(), 1), 10), data}
+	args := []any{strconv.FormatInt(max(ttl.Milliseconds(), 1), 10), token, data}
 	for _, l := range UniqueLocations(p.Locations) {
 		args = append(args, Channel(p.OrgID, l))
 	}

@@ -1,6 +1,10 @@
 package popup
 
-import "time"
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
 
 // NewMemoryAt returns a Memory broker whose claims read the clock now, so that tests can move
 // time past a claim's expiry without waiting.
@@ -14,4 +18,15 @@ func (m *Memory) ClaimsHeld() (held, queued int) {
 	m.claims.mu.Lock()
 	defer m.claims.mu.Unlock()
 	return len(m.claims.until), len(m.claims.queue)
+}
+
+// PublishAs runs the claim-and-publish step for p with token as its claim's value, as one publish
+// and a resend of it by the Redis client (the same token) or another publish (another) would.
+// It reports false for a repeat.
+func (r *Redis) PublishAs(ctx context.Context, p Popup, token string) (bool, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return false, err
+	}
+	return r.claimAndPublish(ctx, p, data, token)
 }

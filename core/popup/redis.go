@@ -2,6 +2,7 @@ package popup
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,8 +78,11 @@ type Redis struct {
 	opts    RedisOptions
 	log     *slog.Logger
 	metrics brokerMetrics
-	// publishOnce is the script that claims a ringing and publishes it.
+	// publishOnce is the script that claims a ringing and publishes it. Each publish claims
+	// with a token of its own, tokenPrefix (random, this broker's) and a count.
 	publishOnce *redis.Script
+	tokenPrefix string
+	tokens      atomic.Uint64
 	upGauge     prometheus.Gauge
 
 	up         atomic.Bool
@@ -149,8 +153,8 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Redis{client: redis.NewClient(ro), addr: ro.Addr, opts: o, log: log, metrics: m, upGauge: upGauge,
-		publishOnce: redis.NewScript(publishOnceLua),
-		kick:        make(chan struct{}, 1), healthDone: make(chan struct{}), subs: map[*redisSub]struct{}{}}
+		publishOnce: redis.NewScript(publishOnceLua), tokenPrefix: rand.Text() + ":",
+		kick: make(chan struct{}, 1), healthDone: make(chan struct{}), subs: map[*redisSub]struct{}{}}
 	if err := r.ping(ctx); err != nil {
 		upGauge.Set(0)
 		r.log.Warn("redis does not answer; popups are missed until it does", "component", "popup", "addr", r.addr, "error", err)
@@ -307,7 +311,7 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 		ctx, cancel = context.WithTimeout(ctx, r.opts.ReadTimeout+r.opts.WriteTimeout)
 		defer cancel()
 	}
-	published, err := r.claimAndPublish(ctx, p, data)
+	published, err := r.claimAndPublish(ctx, p, data, r.tokenPrefix+strconv.FormatUint(r.tokens.Add(1), 36))
 	if err != nil {
 		r.metrics.failed.Inc()
 		// A caller that gave up is no sign of Redis's health; a deadline that Redis let pass is.

@@ -167,6 +167,41 @@ func TestRedisClaimExpires(t *testing.T) {
 	}
 }
 
+// TestRedisResentPublishIsNotARepeat: the Redis client resends a command whose reply it did not
+// get in time; when the first run had claimed and published, the resend must not report the
+// publish as a repeat, nor publish again. Another publish of the ringing is a repeat.
+func TestRedisResentPublishIsNotARepeat(t *testing.T) {
+	r := newRedis(t, popuptest.RedisURL(t), popup.RedisOptions{})
+	org := popuptest.OrgID(t)
+	s, err := r.Subscribe(t.Context(), org, []string{"main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ring := popuptest.Sample(org, "ring", "main")
+	for _, step := range []struct {
+		what, token string
+		want        bool
+	}{
+		{"the publish", "a", true},
+		{"its resend", "a", true},
+		{"another publish", "b", false},
+	} {
+		published, err := r.PublishAs(t.Context(), ring, step.token)
+		if err != nil || published != step.want {
+			t.Fatalf("%s: published %v, %v; want %v", step.what, published, err, step.want)
+		}
+	}
+	if err := r.Publish(t.Context(), popuptest.Sample(org, "marker", "main")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ring", "marker"} {
+		if got := popuptest.Receive(t, s); got.ID != want {
+			t.Fatalf("received %s, want %s (the ringing once, then the marker)", got.ID, want)
+		}
+	}
+}
+
 // TestRedisFailedPublishClaimsNothing: a publish that could not reach Redis leaves the ringing
 // unclaimed, so the reporter's retry rings the desks once Redis is back.
 func TestRedisFailedPublishClaimsNothing(t *testing.T) {
