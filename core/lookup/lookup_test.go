@@ -373,9 +373,11 @@ func TestSlowBodyBoundedByTimeout(t *testing.T) {
 	})
 	f := newLookup(t, lookup.Options{})
 	f.orgs.set("org-1", store.Lookup{URL: a.URL, Timeout: 100 * time.Millisecond})
+	// The body never ends, so returning at all is the timeout's doing; the bound on the wait
+	// only has to tell it from the test's own deadline, with room for a machine that pauses.
 	start := time.Now()
 	_, err := f.l.Lookup(t.Context(), "org-1", number)
-	if !errors.Is(err, lookup.ErrTimeout) || time.Since(start) > 600*time.Millisecond {
+	if !errors.Is(err, lookup.ErrTimeout) || time.Since(start) > 5*time.Second {
 		t.Errorf("Lookup = %v after %v; want ErrTimeout after about 100ms", err, time.Since(start))
 	}
 }

@@ -215,13 +215,13 @@ func TestRedisFailedPublishClaimsNothing(t *testing.T) {
 	}
 	defer s.Close()
 	p.Cut()
-	if err := publishWithin(t, b, popuptest.Sample(org, "ring", "main"), 300*time.Millisecond); err == nil || errors.Is(err, popup.ErrRepeat) {
+	if err := publishWithin(t, b, popuptest.Sample(org, "ring", "main"), 300*time.Millisecond, refusedSlack); err == nil || errors.Is(err, popup.ErrRepeat) {
 		t.Fatalf("publish with Redis stopped: %v, want a failure", err)
 	}
 	p.Restore()
 	deadline := time.Now().Add(popuptest.Wait)
 	for {
-		err := publishWithin(t, b, popuptest.Sample(org, "ring", "main"), time.Second)
+		err := publishWithin(t, b, popuptest.Sample(org, "ring", "main"), time.Second, refusedSlack)
 		if err == nil {
 			break
 		}
