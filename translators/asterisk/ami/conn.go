@@ -313,7 +313,7 @@ func (c *Conn) Ping(ctx context.Context) error {
 // already waiting for its response is refused. A "Response: Error" answer is returned with an
 // *ActionError. The context bounds the wait; when it ends first, a late response is discarded.
 func (c *Conn) Do(ctx context.Context, a Action) (Message, error) {
-	l, err := c.do(ctx, a, false)
+	l, err := c.do(ctx, a, false, nil)
 	return l.Response, err
 }
 
@@ -322,10 +322,12 @@ func (c *Conn) Do(ctx context.Context, a Action) (Message, error) {
 // Complete". A response that announces no list ("Response: Error", or Success without
 // "EventList: start") ends it at once.
 func (c *Conn) DoList(ctx context.Context, a Action) (List, error) {
-	return c.do(ctx, a, true)
+	return c.do(ctx, a, true, nil)
 }
 
-func (c *Conn) do(ctx context.Context, a Action, list bool) (List, error) {
+// do sends a and waits for its answer (see Do and DoList). A write that fails ends the
+// connection; its error, which Err then returns, wraps failWith when that is not nil.
+func (c *Conn) do(ctx context.Context, a Action, list bool, failWith error) (List, error) {
 	if a.Name == "" {
 		return List{}, fmt.Errorf("%w: action without a name", ErrInvalidField)
 	}
@@ -347,7 +349,7 @@ func (c *Conn) do(ctx context.Context, a Action, list bool) (List, error) {
 	c.pending[a.ID] = cl
 	c.mu.Unlock()
 
-	if err := c.write(ctx, a); err != nil {
+	if err := c.write(ctx, a, failWith); err != nil {
 		c.forget(a.ID)
 		return List{}, err
 	}
@@ -374,7 +376,7 @@ func (r callResult) outcome(action string) (List, error) {
 	return r.list, nil
 }
 
-func (c *Conn) write(ctx context.Context, a Action) error {
+func (c *Conn) write(ctx context.Context, a Action, failWith error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	deadline := time.Now().Add(c.cfg.WriteTimeout)
@@ -388,6 +390,9 @@ func (c *Conn) write(ctx context.Context, a Action) error {
 	}
 	// A failed write leaves the stream in an unknown state: the connection is over.
 	err = fmt.Errorf("ami action %s: %w", a.Name, err)
+	if failWith != nil {
+		err = fmt.Errorf("%w: %w", failWith, err)
+	}
 	c.fail(err)
 	return err
 }
@@ -531,8 +536,11 @@ func (c *Conn) keepAlive() {
 			return
 		case <-t.C:
 		}
+		// A Ping whose write misses the ping's own deadline (the machine stalled, or the
+		// socket's buffer is full) is unanswered as well: the connection ends with
+		// ErrPingTimeout either way.
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.PingTimeout)
-		err := c.Ping(ctx)
+		_, err := c.do(ctx, Action{Name: "Ping"}, false, ErrPingTimeout)
 		cancel()
 		if err != nil && c.ctx.Err() == nil {
 			c.log.Warn("ami keepalive failed", slog.String("error", err.Error()))
