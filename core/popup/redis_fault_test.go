@@ -29,9 +29,8 @@ func proxied(t *testing.T) (*sdktest.Proxy, string) {
 }
 
 // publishWithin publishes with a deadline of d and fails t unless Publish returns within d and
-// slack: 250ms where the deadline is what must end the wait (Redis hanging), more where Redis
-// refuses at once and the bound only guards against a hang, so that a machine that pauses for
-// half a second does not fail the test.
+// slack (see the slacks below): small enough that a wait which ignored the deadline would overrun
+// it, large enough that a machine that pauses for half a second does not.
 func publishWithin(t *testing.T, b popup.Broker, p popup.Popup, d, slack time.Duration) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), d)
@@ -44,9 +43,11 @@ func publishWithin(t *testing.T, b popup.Broker, p popup.Popup, d, slack time.Du
 	return err
 }
 
-// Slacks of publishWithin.
+// Slacks of publishWithin: deadlineSlack against the broker's default timeouts (500ms), hangSlack
+// against TestRedisHanging's longer ones, refusedSlack where Redis refuses at once.
 const (
 	deadlineSlack = 250 * time.Millisecond
+	hangSlack     = time.Second
 	refusedSlack  = 3 * time.Second
 )
 
@@ -87,31 +88,34 @@ func TestRedisStopped(t *testing.T) {
 
 func TestRedisHanging(t *testing.T) {
 	p, u := proxied(t)
-	r := newRedis(t, u, popup.RedisOptions{HealthInterval: 300 * time.Millisecond})
+	// Timeouts of the broker's own well beyond the deadlines the test gives, so that a wait
+	// that ignored a deadline would overrun its bound by far more than a machine's pause.
+	r := newRedis(t, u, popup.RedisOptions{HealthInterval: 300 * time.Millisecond, ReadTimeout: 2 * time.Second,
+		WriteTimeout: 2 * time.Second, SubscribeTimeout: 5 * time.Second})
 	org := popuptest.OrgID(t)
 	sub, err := r.Subscribe(t.Context(), org, []string{"main"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if err := publishWithin(t, r, popuptest.Sample(org, "before", "main"), 300*time.Millisecond, deadlineSlack); err != nil {
+	if err := publishWithin(t, r, popuptest.Sample(org, "before", "main"), 300*time.Millisecond, hangSlack); err != nil {
 		t.Fatalf("before the hang: %v", err)
 	}
 	popuptest.Receive(t, sub)
 
 	p.Hang()
 	for i := range 3 {
-		if err := publishWithin(t, r, popuptest.Sample(org, "during", "main"), 300*time.Millisecond, deadlineSlack); err == nil {
+		if err := publishWithin(t, r, popuptest.Sample(org, "during", "main"), 300*time.Millisecond, hangSlack); err == nil {
 			t.Fatalf("publish %d with Redis hanging succeeded", i)
 		}
 	}
-	// Without a deadline of its own, Publish is bounded by the read and write timeouts (500ms
-	// each by default).
+	// Without a deadline of its own, Publish is bounded by the read and write timeouts (2s each
+	// here).
 	start := time.Now()
 	if err := r.Publish(context.WithoutCancel(t.Context()), popuptest.Sample(org, "no-deadline", "main")); err == nil {
 		t.Error("publish without a deadline, Redis hanging, succeeded")
 	}
-	if d := time.Since(start); d > 1500*time.Millisecond {
+	if d := time.Since(start); d > 4*time.Second+hangSlack {
 		t.Errorf("publish without a deadline took %v with Redis hanging", d)
 	}
 	// The silent subscription notices within two health intervals and ends.
@@ -125,7 +129,7 @@ func TestRedisHanging(t *testing.T) {
 	if _, err := r.Subscribe(ctx, org, []string{"main"}); err == nil {
 		t.Error("Subscribe on a hanging Redis succeeded")
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 300*time.Millisecond+hangSlack {
 		t.Errorf("Subscribe on a hanging Redis took %v with a 300ms deadline", d)
 	}
 }
