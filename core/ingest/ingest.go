@@ -94,34 +94,24 @@ type metrics struct {
 	// a request counts each of its events, rings and lookups, and resolving a label value takes
 	// a hash and a lock each time.
 	stored, duplicate map[event.Type]prometheus.Counter
-	popup             map[string]prometheus.Counter
 	lookup            map[popup.LookupOutcome]prometheus.Counter
+	// Popups by outcome, as the brokers keep theirs (popup's brokerMetrics).
+	published, missed, repeat, late, dropped prometheus.Counter
 }
 
-// resolve fills m's maps of counters from its vectors.
+// resolve fills m's resolved counters from its vectors.
 func (m *metrics) resolve() {
 	m.stored, m.duplicate = map[event.Type]prometheus.Counter{}, map[event.Type]prometheus.Counter{}
 	for _, t := range event.Types() {
 		m.stored[t] = m.events.WithLabelValues(string(t), "stored")
 		m.duplicate[t] = m.events.WithLabelValues(string(t), "duplicate")
 	}
-	m.popup = map[string]prometheus.Counter{}
-	for _, o := range []string{"published", "missed", "repeat", "late", "dropped"} {
-		m.popup[o] = m.popups.WithLabelValues(o)
-	}
+	m.published, m.missed, m.repeat = m.popups.WithLabelValues("published"), m.popups.WithLabelValues("missed"), m.popups.WithLabelValues("repeat")
+	m.late, m.dropped = m.popups.WithLabelValues("late"), m.popups.WithLabelValues("dropped")
 	m.lookup = map[popup.LookupOutcome]prometheus.Counter{}
 	for _, o := range []popup.LookupOutcome{popup.LookupMatched, popup.LookupNoMatch, popup.LookupSkipped, popup.LookupFailed, popup.LookupNotSet} {
 		m.lookup[o] = m.lookups.WithLabelValues(string(o))
 	}
-}
-
-// countPopup counts a popup's outcome.
-func (m *metrics) countPopup(outcome string) {
-	if c, ok := m.popup[outcome]; ok {
-		c.Inc()
-		return
-	}
-	m.popups.WithLabelValues(outcome).Inc()
 }
 
 // countLookup counts a lookup's outcome.
@@ -316,13 +306,13 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 	var rings []toRing
 	for i, pc := range ringing {
 		if i < len(known) && known[i].Known {
-			s.metrics.countPopup("repeat")
+			s.metrics.repeat.Inc()
 			continue
 		}
 		if i < len(known) && known[i].State >= store.StateRinging {
 			// The call already rang, or was answered or ended: a late call_received does not
 			// move it, and does not light the desks (the state only climbs).
-			s.metrics.countPopup("late")
+			s.metrics.late.Inc()
 			continue
 		}
 		rings = append(rings, toRing{pc, refs[i]})
@@ -341,7 +331,7 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 		defer func() {
 			// A lookup or broker that panics costs the popup, never the call.
 			if r := recover(); r != nil {
-				s.metrics.countPopup("missed")
+				s.metrics.missed.Inc()
 				log.error("popup: recovered from a panic; the call is still recorded", "panic", fmt.Sprint(r))
 			}
 		}()
@@ -411,7 +401,7 @@ func (s *Service) lookup(ctx context.Context, log reqLog, orgID string, e *event
 
 func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup) {
 	if s.opts.Publisher == nil {
-		s.metrics.countPopup("dropped")
+		s.metrics.dropped.Inc()
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
@@ -422,12 +412,12 @@ func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup) {
 	case errors.Is(err, popup.ErrRepeat):
 		// Another copy of the report, racing this one here or on another replica, rang the
 		// desks already.
-		s.metrics.countPopup("repeat")
+		s.metrics.repeat.Inc()
 	case err != nil:
-		s.metrics.countPopup("missed")
+		s.metrics.missed.Inc()
 		log.warn("popup missed; the call is still recorded", "error", err, "call_id", p.CallID, "popup_id", p.ID)
 	default:
-		s.metrics.countPopup("published")
+		s.metrics.published.Inc()
 	}
 }
 

@@ -544,7 +544,10 @@ func (c *Conn) keepAlive() {
 		cancel()
 		if err != nil && c.ctx.Err() == nil {
 			c.log.Warn("ami keepalive failed", slog.String("error", err.Error()))
-			c.fail(fmt.Errorf("%w: %w", ErrPingTimeout, err))
+			if !errors.Is(err, ErrPingTimeout) { // a failed write says so already
+				err = fmt.Errorf("%w: %w", ErrPingTimeout, err)
+			}
+			c.fail(err)
 			return
 		}
 	}
