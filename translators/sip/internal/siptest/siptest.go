@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -202,6 +203,7 @@ func start(ctx context.Context, t testing.TB, sipp, dir, role, scenario string, 
 		stat: filepath.Join(dir, role+"_stat.csv"),
 		msg:  filepath.Join(dir, role+"_messages.log"),
 		e:    filepath.Join(dir, role+"_errors.log")}
+	scenario = stretched(t, dir, role, scenario)
 	args := []string{"-sf", scenario, "-i", "127.0.0.1", "-p", strconv.Itoa(port),
 		"-t", string(p.Transport), "-m", strconv.Itoa(p.Calls), "-nostdin",
 		"-timeout", strconv.Itoa(int(p.Timeout/time.Second)) + "s", "-timeout_error",
@@ -243,6 +245,52 @@ func start(ctx context.Context, t testing.TB, sipp, dir, role, scenario string, 
 		}
 	})
 	return pr
+}
+
+// stretch is how many times longer than a scenario says a rig's sipp waits before it retransmits
+// over UDP. The scenarios keep RFC 3261's T1 (500 ms), what a real trunk and PBX use, but on
+// loopback nothing is lost: a retransmission in the rig only ever comes from a peer the machine
+// paused for longer than T1, and a shared machine pauses processes for a second at a time. A late
+// retransmission then reaches a sipp that has moved on, which aborts the call on the unexpected
+// message (sipp even answers a retransmitted 401 with an ACK in the next transaction's branch).
+// Stretched, a pause must last longer than 2 s to cause a retransmission at all.
+const stretch = 4
+
+// t1 is RFC 3261's round-trip estimate, the value the scenarios give every retransmission timer.
+const t1 = 500
+
+var (
+	retransAttr = regexp.MustCompile(`retrans="(\d+)"`)
+	pauseAttr   = regexp.MustCompile(`<pause milliseconds="(\d+)"`)
+)
+
+// stretched writes the scenario into dir as role.xml with every retransmission timer, and every
+// pause of at least t1 (a peer that holds back its answer to provoke retransmissions), made stretch
+// times longer, and returns the copy's path. Shorter pauses only order messages and stay as they
+// are.
+func stretched(t testing.TB, dir, role, scenario string) string {
+	t.Helper()
+	b, err := os.ReadFile(scenario)
+	if err != nil {
+		t.Fatalf("read sipp scenario: %v", err)
+	}
+	scale := func(re *regexp.Regexp, min int) func([]byte) []byte {
+		return func(m []byte) []byte {
+			sub := re.FindSubmatchIndex(m)
+			ms, _ := strconv.Atoi(string(m[sub[2]:sub[3]]))
+			if ms < min {
+				return m
+			}
+			return append(append(append([]byte{}, m[:sub[2]]...), strconv.Itoa(ms*stretch)...), m[sub[3]:]...)
+		}
+	}
+	b = retransAttr.ReplaceAllFunc(b, scale(retransAttr, 0))
+	b = pauseAttr.ReplaceAllFunc(b, scale(pauseAttr, t1))
+	out := filepath.Join(dir, role+".xml")
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatalf("write sipp scenario: %v", err)
+	}
+	return out
 }
 
 func (pr *proc) wait(t testing.TB) Side {
