@@ -332,3 +332,32 @@ func TestCapturesShowTheirFlow(t *testing.T) {
 		})
 	}
 }
+
+// TestStretched checks the copy of a scenario a run plays: retransmission timers and the pauses
+// that hold back an answer four times longer, the pauses that only order messages as they were.
+func TestStretched(t *testing.T) {
+	in := `<send retrans="500">x</send>
+  <pause milliseconds="100"/>
+  <pause milliseconds="1000"/>
+  <send retrans="500" start_txn="invite">y</send>`
+	want := `<send retrans="2000">x</send>
+  <pause milliseconds="100"/>
+  <pause milliseconds="4000"/>
+  <send retrans="2000" start_txn="invite">y</send>`
+	dir := t.TempDir()
+	src := filepath.Join(dir, "flow_uac.xml")
+	if err := os.WriteFile(src, []byte(in), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := stretched(t, dir, "uac", src)
+	if out == src {
+		t.Fatalf("the copy overwrote the scenario")
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("stretched scenario:\n%s\nwant:\n%s", got, want)
+	}
+}
