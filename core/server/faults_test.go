@@ -334,15 +334,16 @@ func TestStoreTooSlowAnswers503AndWritesNothing(t *testing.T) {
 	db.URL = dbURL
 	e := start(t, db, func(c *config.Config, _ *server.Options) { c.Ingest.WriteTimeout = 300 * time.Millisecond })
 	lock := lockCalls(t, dbURL)
-	expect503(t, e.post(batch(ev("call_ended", "slow", 2, ""), ev("call_recorded", "slow", 3, `,"url":"https://x.example/s.wav"`))), "store too slow")
+	body := batch(ev("call_ended", "slow", 2, ""), ev("call_recorded", "slow", 3, `,"url":"https://x.example/s.wav"`))
+	expect503(t, e.post(body), "store too slow")
 	lock.release()
 	e.absent(e.org, "sip", "slow")
 	// The client resends, as a 503 asks it to. On a machine that pauses the process, the resend
 	// itself can miss the 300 ms write timeout and get 503 again: the client resends again.
-	r := e.post(batch(ev("call_ended", "slow", 2, ""), ev("call_recorded", "slow", 3, `,"url":"https://x.example/s.wav"`)))
+	r := e.post(body)
 	for try := 1; r.status == http.StatusServiceUnavailable && try < 10; try++ {
 		e.absent(e.org, "sip", "slow")
-		r = e.post(batch(ev("call_ended", "slow", 2, ""), ev("call_recorded", "slow", 3, `,"url":"https://x.example/s.wav"`)))
+		r = e.post(body)
 	}
 	if r.status != 201 || r.body.Events[0].Duplicate {
 		t.Fatalf("resend after 503: %d %s", r.status, r.raw)

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -281,7 +282,7 @@ func stretched(t testing.TB, dir, role, scenario string) string {
 			if ms < min {
 				return m
 			}
-			return append(append(append([]byte{}, m[:sub[2]]...), strconv.Itoa(ms*stretch)...), m[sub[3]:]...)
+			return slices.Concat(m[:sub[2]], []byte(strconv.Itoa(ms*stretch)), m[sub[3]:])
 		}
 	}
 	b = retransAttr.ReplaceAllFunc(b, scale(retransAttr, 0))
