@@ -26,8 +26,9 @@ type cpuSample struct {
 	ok                      bool
 	bench, server, postgres time.Duration
 	// serverRSS and serverPeak are the server's resident memory now and at its highest so
-	// far (VmRSS and VmHWM), in bytes; 0 when unknown.
-	serverRSS, serverPeak int64
+	// far (VmRSS and VmHWM), and serverFile the part of serverRSS that is file pages (RssFile:
+	// the program's code and read-only data), in bytes; 0 when unknown.
+	serverRSS, serverPeak, serverFile int64
 	// at is when the sample was taken. ran is the time the machine's kernel accounted to its
 	// CPUs so far (busy, idle and steal alike, summed over the CPUs), and steal the part of it
 	// the hypervisor reported as stolen; ranOK says whether /proc/stat told.
@@ -47,7 +48,7 @@ func sampleCPU(serverPID int) cpuSample {
 	s.bench = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	if serverPID > 0 {
 		s.server, _ = procCPU(strconv.Itoa(serverPID))
-		s.serverRSS, s.serverPeak = procMemory(strconv.Itoa(serverPID))
+		s.serverRSS, s.serverPeak, s.serverFile = procMemory(strconv.Itoa(serverPID))
 	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -124,29 +125,38 @@ func procCPU(pid string) (time.Duration, string) {
 	return time.Duration(ut+st) * time.Second / clockTicks, name
 }
 
-// procMemory returns process pid's resident memory now and at its peak (VmRSS and VmHWM of
-// /proc/<pid>/status), in bytes; 0 when unknown.
-func procMemory(pid string) (rss, peak int64) {
+// procMemory returns process pid's resident memory now, at its peak, and the part of it now that
+// is file pages (VmRSS, VmHWM and RssFile of /proc/<pid>/status), in bytes; 0 when unknown.
+func procMemory(pid string) (rss, peak, file int64) {
 	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
-	for line := range strings.Lines(string(b)) {
+	return parseMemory(string(b))
+}
+
+// parseMemory reads VmRSS, VmHWM and RssFile, in bytes, from the text of /proc/<pid>/status;
+// a line that is missing or unreadable reads 0.
+func parseMemory(status string) (rss, peak, file int64) {
+	for line := range strings.Lines(status) {
 		key, v, ok := strings.Cut(line, ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
+		if !ok || (key != "VmRSS" && key != "VmHWM" && key != "RssFile") {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-		if err != nil {
+		if err != nil || kb < 0 {
 			continue
 		}
-		if key == "VmRSS" {
+		switch key {
+		case "VmRSS":
 			rss = kb << 10
-		} else {
+		case "VmHWM":
 			peak = kb << 10
+		default:
+			file = kb << 10
 		}
 	}
-	return rss, peak
+	return rss, peak, file
 }
 
 // memTotal returns the machine's memory as /proc/meminfo states it, or "".

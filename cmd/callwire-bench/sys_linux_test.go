@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -58,5 +59,40 @@ func TestMachineTimeHere(t *testing.T) {
 	}
 	if ran, _, ok := machineTime(b); !ok || ran <= 0 {
 		t.Errorf("machineTime of this machine's /proc/stat = %v, %v", ran, ok)
+	}
+}
+
+func TestParseMemory(t *testing.T) {
+	tests := []struct {
+		name             string
+		status           string
+		rss, peak, files int64
+	}{
+		{"all three", "Name:\tcallwire\nVmHWM:\t   60000 kB\nVmRSS:\t   57000 kB\nRssAnon:\t   30000 kB\nRssFile:\t   27000 kB\n",
+			57000 << 10, 60000 << 10, 27000 << 10},
+		{"no RssFile (an old kernel)", "VmHWM:\t2 kB\nVmRSS:\t1 kB\n", 1 << 10, 2 << 10, 0},
+		{"unreadable values read 0", "VmHWM:\tmany kB\nVmRSS:\t-1 kB\nRssFile:\n", 0, 0, 0},
+		{"a key inside another line", "NotVmRSS:\t5 kB\n", 0, 0, 0},
+		{"empty", "", 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rss, peak, file := parseMemory(tt.status)
+			if rss != tt.rss || peak != tt.peak || file != tt.files {
+				t.Errorf("parseMemory = %d, %d, %d; want %d, %d, %d", rss, peak, file, tt.rss, tt.peak, tt.files)
+			}
+		})
+	}
+}
+
+// TestProcMemoryHere reads this process's own memory: resident, at most its peak, and partly
+// file pages (its program).
+func TestProcMemoryHere(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skipf("no /proc/self/status: %v", err)
+	}
+	rss, peak, file := procMemory(strconv.Itoa(os.Getpid()))
+	if rss <= 0 || peak < rss || file <= 0 || file > rss {
+		t.Errorf("procMemory of this process = rss %d, peak %d, file %d", rss, peak, file)
 	}
 }

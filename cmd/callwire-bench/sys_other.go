@@ -12,9 +12,9 @@ func setChildAttrs(cmd *exec.Cmd) {}
 
 // cpuSample is not available on this system.
 type cpuSample struct {
-	ok                      bool
-	bench, server, postgres time.Duration
-	serverRSS, serverPeak   int64
+	ok                                bool
+	bench, server, postgres           time.Duration
+	serverRSS, serverPeak, serverFile int64
 }
 
 // hostShare is not available on this system.
