@@ -213,8 +213,9 @@ type report struct {
 	// where the system tells.
 	ServerPeakRSSMiB float64 `json:"serverPeakRssMiB,omitempty"`
 	// ServerFileRSSMiB is the most of the server's resident memory at a phase's end that was
-	// file pages (RssFile): the program's own code and read-only data, which every process
-	// running the program shares and the system can reclaim. The rest is the server's own.
+	// file pages (RssFile): mapped files, nearly all of them the program's own code and
+	// read-only data (the C library's are about 1 MiB), which every process running them
+	// shares and the system can reclaim. The rest is the server's own.
 	ServerFileRSSMiB float64 `json:"serverFileRssMiB,omitempty"`
 }
 
@@ -781,7 +782,7 @@ func printReport(w io.Writer, r report) {
 		fmt.Fprintf(w, "\nserver memory: peak resident %.1f MiB over the run (VmHWM; target at most %d MiB: %s)\n",
 			r.ServerPeakRSSMiB, maxServerRSSMiB, verdict)
 		if r.ServerFileRSSMiB > 0 {
-			fmt.Fprintf(w, "  of it file pages, at most %.1f MiB at a phase's end (RssFile: the program's own code and read-only data, shared and reclaimable)\n",
+			fmt.Fprintf(w, "  of it file pages, at most %.1f MiB at a phase's end (RssFile: mostly the program's own code and read-only data, shared and reclaimable)\n",
 				r.ServerFileRSSMiB)
 		}
 	}

@@ -26,8 +26,8 @@ type cpuSample struct {
 	ok                      bool
 	bench, server, postgres time.Duration
 	// serverRSS and serverPeak are the server's resident memory now and at its highest so
-	// far (VmRSS and VmHWM), and serverFile the part of serverRSS that is file pages (RssFile:
-	// the program's code and read-only data), in bytes; 0 when unknown.
+	// far (VmRSS and VmHWM), and serverFile the part of serverRSS that is mapped files
+	// (RssFile: mostly the program's code and read-only data), in bytes; 0 when unknown.
 	serverRSS, serverPeak, serverFile int64
 	// at is when the sample was taken. ran is the time the machine's kernel accounted to its
 	// CPUs so far (busy, idle and steal alike, summed over the CPUs), and steal the part of it
