@@ -139,22 +139,23 @@ func procMemory(pid string) (rss, peak, file int64) {
 // a line that is missing or unreadable reads 0.
 func parseMemory(status string) (rss, peak, file int64) {
 	for line := range strings.Lines(status) {
-		key, v, ok := strings.Cut(line, ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM" && key != "RssFile") {
+		key, v, _ := strings.Cut(line, ":")
+		var dst *int64
+		switch key {
+		case "VmRSS":
+			dst = &rss
+		case "VmHWM":
+			dst = &peak
+		case "RssFile":
+			dst = &file
+		default:
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 		if err != nil || kb < 0 {
 			continue
 		}
-		switch key {
-		case "VmRSS":
-			rss = kb << 10
-		case "VmHWM":
-			peak = kb << 10
-		default:
-			file = kb << 10
-		}
+		*dst = kb << 10
 	}
 	return rss, peak, file
 }
