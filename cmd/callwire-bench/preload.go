@@ -34,6 +34,12 @@ func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64
 	types := [preloadEventsPerCall]string{"call_received", "call_answered", "call_ended", "call_recorded", "call_transcribed"}
 	block := []byte(`{"direction":"inbound","from":{"number":"+442071234567","name":"Preloaded Caller"},"to":{"number":"+442071234500"}}`)
 
+	// One COPY draws the calls' numbers in the order of its rows, one after another, after the
+	// last number drawn so far; the events are keyed to their call by that number.
+	var before int64
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(max(call_no), 0) FROM calls`).Scan(&before); err != nil {
+		return 0, 0, fmt.Errorf("preload: read the calls' numbers: %w", err)
+	}
 	var i int64
 	n, err := pool.CopyFrom(ctx, pgx.Identifier{"calls"},
 		[]string{"org_id", "id", "provider", "provider_call_id", "direction", "state", "block", "block_sequence", "block_at",
@@ -54,10 +60,19 @@ func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64
 	}
 	logf("preload: %d calls in %v", n, time.Since(start).Round(time.Millisecond))
 
+	var first, last, numbered int64
+	if err := pool.QueryRow(ctx, `SELECT min(call_no), max(call_no), count(*) FROM calls WHERE call_no > $1`,
+		before).Scan(&first, &last, &numbered); err != nil {
+		return 0, 0, fmt.Errorf("preload: read the calls' numbers: %w", err)
+	}
+	if numbered != calls || last-first+1 != calls {
+		return 0, 0, fmt.Errorf("preload: %d calls were numbered %d to %d, not one after another", calls, first, last)
+	}
+
 	start = time.Now()
 	var c, k int64
 	n, err = pool.CopyFrom(ctx, pgx.Identifier{"call_events"},
-		[]string{"org_id", "id", "call_id", "type", "dedupe_key", "sequence", "provider_event_id", "occurred_at", "order_at",
+		[]string{"org_id", "id", "call_id", "call_no", "type", "dedupe_key", "sequence", "provider_event_id", "occurred_at", "order_at",
 			"received_at", "body"},
 		pgx.CopyFromFunc(func() ([]any, error) {
 			if c >= calls || c*preloadEventsPerCall+k >= events {
@@ -74,7 +89,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64
 				`"call":{"direction":"inbound","from":{"number":"+442071234567","name":"Preloaded Caller"},"to":{"number":"+442071234500"}},`+
 				`"locations":["front-desk"],"providerEventId":"%s-%d","raw":{"note":"a preloaded event, about the size of a realistic one"}}`,
 				typ, pcid, t.Format(time.RFC3339), k+1, pcid, k)
-			row := []any{orgID, id.String(), ingest.CallID(orgID, provider, pcid), typ, typ + ":" + strconv.FormatInt(k+1, 10),
+			row := []any{orgID, id.String(), ingest.CallID(orgID, provider, pcid), first + c, typ, typ + ":" + strconv.FormatInt(k+1, 10),
 				k + 1, pcid + "-" + strconv.FormatInt(k, 10), t, t, t, []byte(body)}
 			if k++; k == preloadEventsPerCall {
 				c, k = c+1, 0

@@ -50,12 +50,15 @@ WITH c AS (
 		first_at = LEAST(c.first_at, EXCLUDED.first_at),
 		last_at = GREATEST(c.last_at, EXCLUDED.last_at),
 		updated_at = EXCLUDED.updated_at
+	RETURNING c.id, c.call_no
 )
-INSERT INTO call_events (org_id, id, call_id, type, dedupe_key, sequence, occurred_at, order_at, received_at, body)
-SELECT $1, n.id, n.call_id, n.type, n.dedupe_key, n.sequence, n.occurred_at, LEAST(n.occurred_at, now()), now(), n.body
+INSERT INTO call_events (org_id, id, call_id, call_no, type, dedupe_key, sequence, occurred_at, order_at, received_at, body)
+SELECT $1, n.id, n.call_id, c.call_no, n.type, n.dedupe_key, n.sequence, n.occurred_at, LEAST(n.occurred_at, now()), now(),
+	n.body
 FROM unnest($12::text[], $13::text[], $14::text[], $15::text[], $16::bigint[], $17::timestamptz[], $18::json[])
 	AS n(id, call_id, type, dedupe_key, sequence, occurred_at, body)
-ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING`
+JOIN c ON c.id = n.call_id
+ON CONFLICT (org_id, call_no, dedupe_key) DO NOTHING`
 
 // rawWrite holds the parameters of rawSQL for one request.
 type rawWrite struct {

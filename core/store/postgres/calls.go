@@ -65,15 +65,15 @@ const upsertCallConflict = `ON CONFLICT (org_id, provider, provider_call_id) DO 
 // after the upsert waited for any writer holding the call, so the call is visible, and every
 // earlier writer of the call's events has committed (writers of one call queue on its row).
 const insertEventsSQL = `
-INSERT INTO call_events AS e (org_id, id, call_id, type, dedupe_key, sequence, provider_event_id,
+INSERT INTO call_events AS e (org_id, id, call_id, call_no, type, dedupe_key, sequence, provider_event_id,
 	occurred_at, order_at, received_at, body)
-SELECT $1, n.id, (SELECT id FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3),
-	n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at, n.order_at,
-	COALESCE($4, now()), n.body
-FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[],
-	$10::timestamptz[], $11::timestamptz[], $12::json[])
-	AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
-ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
+SELECT $1, n.id, c.id, c.call_no, n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at,
+	n.order_at, COALESCE($4, now()), n.body
+FROM (SELECT id, call_no FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3) AS c,
+	unnest($5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[],
+		$10::timestamptz[], $11::timestamptz[], $12::json[])
+		AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
+ON CONFLICT (org_id, call_no, dedupe_key) DO NOTHING
 RETURNING e.dedupe_key`
 
 // maxEventRows is the most events a one-call write sends as rows of scalar parameters, in one
@@ -89,7 +89,7 @@ const maxEventRows = 4
 const eventIDsSQL = `
 SELECT e.id, e.dedupe_key FROM call_events e
 WHERE e.org_id = $1
-	AND e.call_id = (SELECT id FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3)
+	AND e.call_no = (SELECT call_no FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3)
 	AND e.dedupe_key = ANY($4::text[])`
 
 // WriteCalls applies w atomically and returns one result per call, in the order of w.Calls.
@@ -326,7 +326,7 @@ SELECT u.i, r.known, r.state
 FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u (provider, provider_call_id, dedupe_key, i)
 CROSS JOIN LATERAL (
 	SELECT EXISTS (
-			SELECT 1 FROM call_events e WHERE e.org_id = c.org_id AND e.call_id = c.id AND e.dedupe_key = u.dedupe_key),
+			SELECT 1 FROM call_events e WHERE e.org_id = c.org_id AND e.call_no = c.call_no AND e.dedupe_key = u.dedupe_key),
 		c.state
 	FROM calls c WHERE c.org_id = $1 AND c.provider = u.provider AND c.provider_call_id = u.provider_call_id
 	OFFSET 0) AS r (known, state)`
@@ -455,7 +455,7 @@ func ringingMany(ctx context.Context, conn *pgxpool.Conn, orgID string, refs []s
 // the call's state: one row, or none when the call is not on file.
 const ringingSQL = `
 SELECT EXISTS (
-		SELECT 1 FROM call_events e WHERE e.org_id = c.org_id AND e.call_id = c.id AND e.dedupe_key = $4),
+		SELECT 1 FROM call_events e WHERE e.org_id = c.org_id AND e.call_no = c.call_no AND e.dedupe_key = $4),
 	c.state
 FROM calls c WHERE c.org_id = $1 AND c.provider = $2 AND c.provider_call_id = $3`
 
@@ -516,7 +516,7 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 		orgID, provider, providerCallID)
 	b.Queue(`SELECT e.id, e.call_id, e.type, e.dedupe_key, e.sequence, COALESCE(e.provider_event_id, ''),
 			e.occurred_at, e.order_at, e.received_at, e.body
-		FROM calls c JOIN call_events e ON e.org_id = c.org_id AND e.call_id = c.id
+		FROM calls c JOIN call_events e ON e.org_id = c.org_id AND e.call_no = c.call_no
 		WHERE c.org_id = $1 AND c.provider = $2 AND c.provider_call_id = $3
 		ORDER BY e.sequence, e.order_at, e.received_at, e.id`,
 		orgID, provider, providerCallID)

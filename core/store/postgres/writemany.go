@@ -49,17 +49,17 @@ WITH c AS (` + upsertCallInto + `
 
 const writeManyRest = `
 	` + upsertCallConflict + `
-	RETURNING c.provider, c.provider_call_id, c.id, c.xmax = 0 AS created, c.clients
+	RETURNING c.provider, c.provider_call_id, c.id, c.call_no, c.xmax = 0 AS created, c.clients
 ), e AS (
-	INSERT INTO call_events AS e (org_id, id, call_id, type, dedupe_key, sequence, provider_event_id,
+	INSERT INTO call_events AS e (org_id, id, call_id, call_no, type, dedupe_key, sequence, provider_event_id,
 		occurred_at, order_at, received_at, body)
-	SELECT $1, n.id, c.id, n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at,
+	SELECT $1, n.id, c.id, c.call_no, n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at,
 		n.order_at, COALESCE($2, now()), n.body
 	FROM unnest($14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::bigint[], $20::text[],
 		$21::timestamptz[], $22::timestamptz[], $23::json[])
 		AS n(provider, provider_call_id, id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
 	JOIN c ON c.provider = n.provider AND c.provider_call_id = n.provider_call_id
-	ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
+	ON CONFLICT (org_id, call_no, dedupe_key) DO NOTHING
 	RETURNING e.call_id, e.dedupe_key
 ), n AS (
 	SELECT count(*) AS stored FROM e

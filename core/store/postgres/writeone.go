@@ -56,11 +56,11 @@ func oneCallSQL(n int, checked bool) string {
 		b.WriteString("\n\tVALUES (" + upsertCallValues + ")\n\t")
 	}
 	b.WriteString(upsertCallConflict + `
-	RETURNING c.id, c.xmax = 0 AS created, c.clients
+	RETURNING c.id, c.call_no, c.xmax = 0 AS created, c.clients
 ), e AS (
-	INSERT INTO call_events AS e (org_id, id, call_id, type, dedupe_key, sequence, provider_event_id,
+	INSERT INTO call_events AS e (org_id, id, call_id, call_no, type, dedupe_key, sequence, provider_event_id,
 		occurred_at, order_at, received_at, body)
-	SELECT $1, n.id, c.id, n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at,
+	SELECT $1, n.id, c.id, c.call_no, n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at,
 		n.order_at, COALESCE($13, now()), n.body
 	FROM c, (VALUES `)
 	for i := range n {
@@ -73,7 +73,7 @@ func oneCallSQL(n int, checked bool) string {
 	}
 	b.WriteString(`)
 		AS n(id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
-	ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING
+	ON CONFLICT (org_id, call_no, dedupe_key) DO NOTHING
 	RETURNING e.dedupe_key
 )
 SELECT c.id, c.created, c.clients, NULL::text FROM c
