@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -218,9 +220,19 @@ func (m callMix) eventsPerUnit() int64 {
 }
 
 // unitID returns the identifier of a unit: label tells phases apart, worker and n make it unique
-// within the phase. The realistic mix uses it as the providerCallId.
+// within the phase. The realistic mix uses it as the providerCallId, and the bulk mix as the
+// stem of its calls'. It is shaped as a SIP Call-ID: it starts with digits that look random, so
+// that calls land all over the index of (organization, provider, providerCallId) as a PBX's
+// calls do, not beside the last call their worker made.
 func unitID(label string, worker, n int) string {
-	return label + "-w" + strconv.Itoa(worker) + "-" + strconv.Itoa(n) + "@pbx.clinic.example"
+	return callIDStem(label, int64(worker), int64(n)) + "-w" + strconv.Itoa(worker) + "-" + strconv.Itoa(n) + "@pbx.clinic.example"
+}
+
+// callIDStem returns 12 hex digits derived from label, a and b, then "-" and label.
+func callIDStem(label string, a, b int64) string {
+	var buf [64]byte
+	sum := sha256.Sum256(strconv.AppendInt(append(strconv.AppendInt(append(append(buf[:0], label...), 0), a, 10), 0), b, 10))
+	return hex.EncodeToString(sum[:6]) + "-" + label
 }
 
 // render returns the requests of one unit. now dates the events (for the realistic mix: ringing

@@ -21,7 +21,10 @@ func TestBodies(t *testing.T) {
 				t.Fatal(err)
 			}
 			reqs := mix.render("r1-service", 7, 42, now, "")
-			wantID := "r1-service-w7-42@pbx.clinic.example"
+			wantID := unitID("r1-service", 7, 42)
+			if !strings.HasSuffix(wantID, "-r1-service-w7-42@pbx.clinic.example") || wantID == unitID("r1-service", 7, 43) {
+				t.Fatalf("unit id %q", wantID)
+			}
 			calls := map[string]bool{}
 			var events int64
 			var bytes int

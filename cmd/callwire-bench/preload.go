@@ -20,14 +20,16 @@ const preloadEventsPerCall = 5
 // measures, with COPY: the store a clinic group has after years, so that -preload shows what a
 // write costs once the indexes no longer fit in memory. The rows are shaped as the service
 // stores them (call ids from ingest.CallID, time-ordered event ids, bodies of the realistic
-// mix's size), under a provider of their own so that no measured call meets them. It returns
-// the calls and events stored.
+// mix's size). They are filed under the measured calls' provider, with provider call ids shaped
+// as the measured ones (random-looking, so spread over the whole key of organization, provider
+// and providerCallId, as a PBX's Call-IDs are) but under a label of their own, so that no
+// measured call meets them. It returns the calls and events stored.
 func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64, logf func(string, ...any)) (calls, stored int64, err error) {
 	calls = (events + preloadEventsPerCall - 1) / preloadEventsPerCall
 	if calls == 0 {
 		return 0, 0, nil
 	}
-	const provider = "preload"
+	const provider = "sip"
 	start := time.Now()
 	base := start.Add(-365 * 24 * time.Hour).UTC()
 	at := func(i int64) time.Time { return base.Add(time.Duration(i) * 3 * time.Second) }
@@ -48,7 +50,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64
 			if i >= calls {
 				return nil, nil
 			}
-			pcid := "preload-" + strconv.FormatInt(i, 10)
+			pcid := preloadCallID(i)
 			t := at(i)
 			row := []any{orgID, ingest.CallID(orgID, provider, pcid), provider, pcid, "inbound", int16(3), block, int64(1), t,
 				t, t.Add(95 * time.Second), nil, t, t}
@@ -78,14 +80,14 @@ func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64
 			if c >= calls || c*preloadEventsPerCall+k >= events {
 				return nil, nil
 			}
-			pcid := "preload-" + strconv.FormatInt(c, 10)
+			pcid := preloadCallID(c)
 			t := at(c).Add(time.Duration(k) * 20 * time.Second)
 			id, err := uuid.NewV7()
 			if err != nil {
 				return nil, err
 			}
 			typ := types[k]
-			body := fmt.Sprintf(`{"type":%q,"providerCallId":%q,"occurredAt":%q,"provider":"preload","sequence":%d,`+
+			body := fmt.Sprintf(`{"type":%q,"providerCallId":%q,"occurredAt":%q,"provider":"sip","sequence":%d,`+
 				`"call":{"direction":"inbound","from":{"number":"+442071234567","name":"Preloaded Caller"},"to":{"number":"+442071234500"}},`+
 				`"locations":["front-desk"],"providerEventId":"%s-%d","raw":{"note":"a preloaded event, about the size of a realistic one"}}`,
 				typ, pcid, t.Format(time.RFC3339), k+1, pcid, k)
@@ -101,4 +103,9 @@ func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64
 	}
 	logf("preload: %d events in %v", n, time.Since(start).Round(time.Millisecond))
 	return calls, n, nil
+}
+
+// preloadCallID returns the provider call id of the i-th preloaded call.
+func preloadCallID(i int64) string {
+	return callIDStem("preload", i, 0) + "-" + strconv.FormatInt(i, 10) + "@pbx.clinic.example"
 }
