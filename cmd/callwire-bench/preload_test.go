@@ -1,38 +1,18 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/callwire/callwire/core/store"
-	"github.com/callwire/callwire/core/store/postgres"
-	"github.com/callwire/callwire/core/store/postgres/pgtest"
 )
 
 // TestPreload checks against a real PostgreSQL that the preloaded calls read back through the
 // store with their events, each keyed to its own call, also when calls were written before the
 // preload; and that the preload's provider call ids do not sit side by side in the key.
 func TestPreload(t *testing.T) {
-	url := pgtest.URL(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	st, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	ctx, _, st, pool := openSchema(t)
 	const org = "org-preload"
 	if err := st.CreateOrg(ctx, store.Org{ID: org, Name: "clinic"}); err != nil {
 		t.Fatal(err)

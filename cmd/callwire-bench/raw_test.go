@@ -107,22 +107,7 @@ func checkRawWrite(t *testing.T, what, org string, w *rawWrite, parsed []event.P
 // service's pipeline stores for the same requests, that a resend stores nothing, and that a late
 // request does not move the call's state down the ladder.
 func TestRawSQL(t *testing.T) {
-	url := pgtest.URL(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	st, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	ctx, url, st, pool := openSchema(t)
 	svc, err := ingest.New(ingest.Options{Writer: st, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -205,4 +190,27 @@ func TestRawSQL(t *testing.T) {
 		ingest.CallID("org-raw", "sip", unitID(mixRealistic, 1, 1))).Scan(&ids); err != nil || ids != 1 {
 		t.Errorf("the realistic call under its derived id: %d rows (%v), want 1", ids, err)
 	}
+}
+
+// openSchema gives t a schema of its own in the test database: its URL, a migrated store and a
+// pool on it, and a context that ends after 30 s.
+func openSchema(t *testing.T) (context.Context, string, *postgres.Store, *pgxpool.Pool) {
+	t.Helper()
+	url := pgtest.URL(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	st, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return ctx, url, st, pool
 }
