@@ -230,8 +230,7 @@ func unitID(label string, worker, n int) string {
 
 // callIDStem returns 12 hex digits derived from label, a and b, then "-" and label.
 func callIDStem(label string, a, b int64) string {
-	var buf [64]byte
-	sum := sha256.Sum256(strconv.AppendInt(append(strconv.AppendInt(append(append(buf[:0], label...), 0), a, 10), 0), b, 10))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d", label, a, b))
 	return hex.EncodeToString(sum[:6]) + "-" + label
 }
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -59,13 +60,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("postgres: migrate: lock: %w", classifyConn(ctx, conn, err))
 	}
 
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithDisableGlobalRegistry(true))
+	p, err := migrationProvider(db)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
@@ -73,4 +70,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("postgres: migrate: %w", classify(ctx, nil, err))
 	}
 	return nil
+}
+
+// migrationProvider returns a goose provider of the embedded migrations working through db.
+func migrationProvider(db *sql.DB) (*goose.Provider, error) {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	return goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithDisableGlobalRegistry(true))
 }

@@ -2,13 +2,11 @@ package postgres
 
 import (
 	"encoding/json"
-	"io/fs"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
@@ -25,13 +23,9 @@ func TestCallNumbersMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
 	db := stdlib.OpenDBFromPool(s.pool)
 	t.Cleanup(func() { db.Close() })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithDisableGlobalRegistry(true))
+	p, err := migrationProvider(db)
 	if err != nil {
 		t.Fatal(err)
 	}
