@@ -203,12 +203,12 @@ func serveProfiled(ctx context.Context, args []string) error {
 	for _, v := range unknown {
 		v.Warn(log)
 	}
-	server.ApplyMemoryLimit(c.Server, os.Getenv)
 	st, err := server.OpenStore(ctx, c.Database)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
+	server.ApplyMemoryLimit(c.Server, st, os.Getenv)
 	srv, err := server.New(context.WithoutCancel(ctx), c, server.Options{Store: st, Logger: log})
 	if err != nil {
 		return err

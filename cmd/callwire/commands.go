@@ -91,13 +91,13 @@ func newServe() *cobra.Command {
 				return err
 			}
 			fiberlog.SetLogger(fiberLog)
-			limit := server.ApplyMemoryLimit(c.Server, os.Getenv)
 			ctx := cmd.Context()
 			st, err := server.OpenStore(ctx, c.Database)
 			if err != nil {
 				return fmt.Errorf("open store: %w", err)
 			}
 			defer st.Close()
+			limit := server.ApplyMemoryLimit(c.Server, st, os.Getenv)
 			// Requests keep their context through a graceful shutdown; only the listener follows
 			// the signal.
 			srv, err := server.New(context.WithoutCancel(ctx), c, server.Options{Store: st, Logger: log})

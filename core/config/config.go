@@ -91,10 +91,10 @@ type Server struct {
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 	// RetryAfter is the pause a 503 asks reporters to take, rounded up to whole seconds.
 	RetryAfter time.Duration `koanf:"retry_after"`
-	// MemoryLimit is the soft limit, in bytes, on the memory the server's runtime manages (its
-	// heap, stacks and buffers; not the program's own pages): near it, garbage is collected
-	// sooner and freed memory is returned to the system. 0 means no limit. The GOMEMLIMIT
-	// variable, when set, takes precedence. Default 32 MiB.
+	// MemoryLimit is the soft limit, in bytes, on the memory the server manages: its runtime's
+	// heap, stacks and buffers, and the embedded store's page caches (not the program's own
+	// pages). Near it, garbage is collected sooner and freed memory is returned to the system.
+	// 0 means no limit. The GOMEMLIMIT variable, when set, takes precedence. Default 32 MiB.
 	MemoryLimit int64 `koanf:"memory_limit"`
 }
 

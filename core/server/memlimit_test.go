@@ -2,30 +2,50 @@ package server_test
 
 import (
 	"math"
+	"path/filepath"
 	"runtime/debug"
 	"testing"
 
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/server"
+	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/sqlite"
 )
 
-// TestApplyMemoryLimit: the configured limit is applied, 0 leaves none, and GOMEMLIMIT wins.
+// TestApplyMemoryLimit: the configured limit is applied, less the embedded store's page caches
+// (but never below half of it), 0 leaves none, and GOMEMLIMIT wins.
 func TestApplyMemoryLimit(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+
+	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "callwire.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lite.Close() })
+	budget := lite.CacheBudget()
+	if budget < 6<<20 {
+		// A writer's 2 MiB and at least four readers' 1 MiB each.
+		t.Fatalf("CacheBudget() = %d, want at least 6 MiB", budget)
+	}
+
 	for _, tc := range []struct {
 		name  string
 		limit int64
+		st    store.Store
 		env   string
 		want  int64
 	}{
-		{"configured", 32 << 20, "", 32 << 20},
-		{"none", 0, "", math.MaxInt64},
-		{"the variable wins", 32 << 20, "48MiB", math.MaxInt64},
+		{"configured", 32 << 20, nil, "", 32 << 20},
+		{"the embedded store's caches come off", 64 << 20, lite, "", 64<<20 - budget},
+		{"but not past half", 8 << 20, lite, "", 4 << 20},
+		{"none", 0, nil, "", math.MaxInt64},
+		{"none with the embedded store", 0, lite, "", math.MaxInt64},
+		{"the variable wins", 32 << 20, lite, "48MiB", math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			debug.SetMemoryLimit(math.MaxInt64) // as the runtime starts without GOMEMLIMIT
-			got := server.ApplyMemoryLimit(config.Server{MemoryLimit: tc.limit}, func(k string) string {
+			got := server.ApplyMemoryLimit(config.Server{MemoryLimit: tc.limit}, tc.st, func(k string) string {
 				if k == "GOMEMLIMIT" {
 					return tc.env
 				}

@@ -329,13 +329,27 @@ func NewLogger(c config.Log, w *os.File) *slog.Logger {
 	return logging.New(w, c.Level, c.Format)
 }
 
-// ApplyMemoryLimit sets the process's soft memory limit to c.MemoryLimit, unless it is 0 or the
-// GOMEMLIMIT variable (read through getenv) is set, which the runtime has applied already. It
-// returns the limit in force afterwards (math.MaxInt64 for none). It changes the whole process:
-// only a program's main calls it, before serving.
-func ApplyMemoryLimit(c config.Server, getenv func(string) string) int64 {
+// ApplyMemoryLimit sets the process's soft memory limit so that the memory the runtime manages,
+// with the page caches st keeps outside the runtime (the embedded store's), stays within
+// c.MemoryLimit: the runtime gets c.MemoryLimit less st's cache budget, but never less than half
+// of c.MemoryLimit. It sets nothing when c.MemoryLimit is 0 or the GOMEMLIMIT variable (read
+// through getenv) is set, which the runtime has applied already. It returns the runtime's limit in
+// force afterwards (math.MaxInt64 for none). It changes the whole process: only a program's main
+// calls it, before serving.
+func ApplyMemoryLimit(c config.Server, st store.Store, getenv func(string) string) int64 {
 	if c.MemoryLimit > 0 && getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(c.MemoryLimit)
+		limit := c.MemoryLimit
+		if cs, ok := st.(cacheBudgeter); ok {
+			limit = max(c.MemoryLimit-cs.CacheBudget(), c.MemoryLimit/2)
+		}
+		debug.SetMemoryLimit(limit)
 	}
 	return debug.SetMemoryLimit(-1)
+}
+
+// cacheBudgeter is a store that keeps memory outside the Go runtime: the embedded store's page
+// caches.
+type cacheBudgeter interface {
+	// CacheBudget returns the most memory, in bytes, the store keeps outside the runtime.
+	CacheBudget() int64
 }

@@ -35,6 +35,13 @@ var migrations embed.FS
 // operation fails with store.ErrUnavailable.
 const busyTimeout = 5 * time.Second
 
+// The page caches' sizes, in KiB: the writer's (about SQLite's default of 2000, written out
+// because CacheBudget reports it) and each reader's.
+const (
+	writerCacheKiB = 2048
+	readerCacheKiB = 1024
+)
+
 // Store is the SQLite store.Store. It is safe for concurrent use by many goroutines; several
 // processes may share the file, in which case their writes wait for one another up to a busy
 // timeout. Create it with Open.
@@ -45,8 +52,9 @@ type Store struct {
 	gate chan struct{}
 	// queue holds the WriteCalls waiting to be written in a group (group.go).
 	queue writeQueue
-	// reader is the pool reads use.
-	reader *sql.DB
+	// reader is the pool reads use, of at most readers connections.
+	reader  *sql.DB
+	readers int
 	// stmts are the writer connection's prepared statements, prepared on first use. Only the
 	// holder of gate touches them.
 	stmts writeStmts
@@ -85,6 +93,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		"_synchronous":  {"FULL"},
 		"_foreign_keys": {"1"},
 		"_txlock":       {"immediate"},
+		"_pragma":       {fmt.Sprintf("cache_size(-%d)", writerCacheKiB)},
 	}
 	readerParams := url.Values{
 		"_busy_timeout": {fmt.Sprint(ms)},
@@ -93,7 +102,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		// 1 MiB of page cache per reader (SQLite's default is 2): the reads are point lookups
 		// by key, whose pages (the indexes' upper levels) fit many times over, and the file's
 		// pages are in the system's cache anyway. It keeps the server within its memory target.
-		"_pragma": {"cache_size(-1024)"},
+		"_pragma": {fmt.Sprintf("cache_size(-%d)", readerCacheKiB)},
 	}
 
 	writer, err := sql.Open("sqlite", abs+"?"+writerParams.Encode())
@@ -126,7 +135,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
 
-	return &Store{writer: writer, reader: reader, gate: make(chan struct{}, 1)}, nil
+	return &Store{writer: writer, reader: reader, readers: n, gate: make(chan struct{}, 1)}, nil
+}
+
+// CacheBudget returns the most memory, in bytes, that the store's page caches take once full:
+// SQLite's memory, which the Go runtime neither sees nor counts against its memory limit.
+func (s *Store) CacheBudget() int64 {
+	return (writerCacheKiB + int64(s.readers)*readerCacheKiB) << 10
 }
 
 // Migrate applies every embedded migration the database has not had yet. It is safe to call on
