@@ -795,6 +795,7 @@ func printReport(w io.Writer, r report) {
 		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms (target at most %g ms: %s), max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
 			p.Latency.P50ms, p.Latency.P99ms, maxLightPopupP99ms, verdict, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
 		printPopupHost(w, p)
+		printStalls(w, p)
 	}
 	if p := r.Popup; p != nil {
 		fmt.Fprintf(w, "\npopup latency at full load (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n")
@@ -813,6 +814,23 @@ func printPopupHost(w io.Writer, p *popupReport) {
 	fmt.Fprintf(w, "  the host took %.0f%% of the machine's CPU time during the run", *p.HostShare*100)
 	if *p.HostShare > maxHostShare {
 		fmt.Fprint(w, " (WARNING: over 5%; the latencies include the pauses it imposed)")
+	}
+	fmt.Fprintln(w)
+}
+
+// printStalls writes what the timer probe saw during a popup run, and a warning when the machine
+// stalled often enough to set the p99 by itself.
+func printStalls(w io.Writer, p *popupReport) {
+	s := p.Stalls
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(w, "  stalls: a goroutine of the bench sleeping %v at a time woke %d times, %d of them over %v late (latest %.2f ms)",
+		stallPeriod, s.Wakeups, s.Stalls, stallThreshold, s.LatestMs)
+	// A stall delays whatever was running or waiting to run, a popup in flight included: once
+	// there are 1% as many stalls as popups, they can be the p99 on their own.
+	if p.Received > 0 && s.Stalls*100 >= p.Received {
+		fmt.Fprint(w, " (WARNING: enough stalls to set the p99 alone; the p99 measures the machine)")
 	}
 	fmt.Fprintln(w)
 }

@@ -34,6 +34,8 @@ type popupReport struct {
 	// HostShare is the share of the machine's CPU time its host took during the run, where the
 	// system tells (see hostShare).
 	HostShare *float64 `json:"hostShare,omitempty"`
+	// Stalls is what a timer probe saw during the run (light load only).
+	Stalls *stallReport `json:"stalls,omitempty"`
 }
 
 // popupProbe is a workstation: it holds the server's popup stream open and notes when each
@@ -231,7 +233,7 @@ func popupPhase(ctx context.Context, st store.Store, orgID string, client *http.
 			return popupReport{}, ctx.Err()
 		}
 		streamClient := &http.Client{Transport: client.Transport}
-		measure := func(label string, run func(phaseSpec, doer) (phaseRun, error)) (phaseRun, popupReport, error) {
+		measure := func(label string, probeStalls bool, run func(phaseSpec, doer) (phaseRun, error)) (phaseRun, popupReport, error) {
 			probe, err := startPopupProbe(ctx, streamClient, base, cred.ClientID, cred.Secret, "front-desk")
 			if err != nil {
 				return phaseRun{}, popupReport{}, err
@@ -239,8 +241,15 @@ func popupPhase(ctx context.Context, st store.Store, orgID string, client *http.
 			defer probe.close()
 			sp := spec
 			sp.label = spec.label + "-" + label
+			var stalls *stallReport
+			stopStalls := func() {}
+			if probeStalls {
+				stop := startStallProbe(ctx)
+				stopStalls = func() { r := stop(); stalls = &r }
+			}
 			before := sampleCPU(0)
 			pr, err := run(sp, probe.wrap(service))
+			stopStalls()
 			if err != nil {
 				return pr, popupReport{}, err
 			}
@@ -253,10 +262,10 @@ func popupPhase(ctx context.Context, st store.Store, orgID string, client *http.
 			time.Sleep(time.Second)
 			ds, missing := probe.latencies()
 			return pr, popupReport{Seconds: pr.Elapsed.Seconds(), Calls: pr.Calls, Received: len(ds), Missing: missing,
-				Latency: summarize(ds), Lookups: adapter.lookups(), HostShare: host}, nil
+				Latency: summarize(ds), Lookups: adapter.lookups(), HostShare: host, Stalls: stalls}, nil
 		}
 		if lightRate > 0 {
-			pr, rep, err := measure("light", func(sp phaseSpec, do doer) (phaseRun, error) { return runOpenLoop(ctx, sp, mix, do, lightRate) })
+			pr, rep, err := measure("light", true, func(sp phaseSpec, do doer) (phaseRun, error) { return runOpenLoop(ctx, sp, mix, do, lightRate) })
 			if err != nil {
 				return popupReport{}, err
 			}
@@ -264,7 +273,7 @@ func popupPhase(ctx context.Context, st store.Store, orgID string, client *http.
 			both, light = pr, &rep
 			logf("popups at %g calls/s: %d of %d arrived, p50 %.2fms p99 %.2fms", lightRate, rep.Received, rep.Received+rep.Missing, rep.Latency.P50ms, rep.Latency.P99ms)
 		}
-		pr, rep, err := measure("full", func(sp phaseSpec, do doer) (phaseRun, error) { return runPhase(ctx, sp, mix, do) })
+		pr, rep, err := measure("full", false, func(sp phaseSpec, do doer) (phaseRun, error) { return runPhase(ctx, sp, mix, do) })
 		if err != nil {
 			return popupReport{}, err
 		}
