@@ -36,11 +36,18 @@ var migrations embed.FS
 const busyTimeout = 5 * time.Second
 
 // The page caches' sizes, in KiB: the writer's (about SQLite's default of 2000, written out
-// because CacheBudget reports it) and each reader's.
+// because CacheBudget reports it), and the readers', shared equally among them, each reader's
+// share at least minReaderCacheKiB. So the caches come to 6 MiB in all with up to 16 readers.
 const (
-	writerCacheKiB = 2048
-	readerCacheKiB = 1024
+	writerCacheKiB    = 2048
+	readersCacheKiB   = 4096
+	minReaderCacheKiB = 256
 )
+
+// readerCacheKiB returns each reader's page cache, in KiB, when there are n readers.
+func readerCacheKiB(n int) int64 {
+	return max(minReaderCacheKiB, readersCacheKiB/int64(n))
+}
 
 // Store is the SQLite store.Store. It is safe for concurrent use by many goroutines; several
 // processes may share the file, in which case their writes wait for one another up to a busy
@@ -52,9 +59,10 @@ type Store struct {
 	gate chan struct{}
 	// queue holds the WriteCalls waiting to be written in a group (group.go).
 	queue writeQueue
-	// reader is the pool reads use, of at most readers connections.
-	reader  *sql.DB
-	readers int
+	// reader is the pool reads use.
+	reader *sql.DB
+	// cacheBytes is the most the page caches of the writer and the readers take.
+	cacheBytes int64
 	// stmts are the writer connection's prepared statements, prepared on first use. Only the
 	// holder of gate touches them.
 	stmts writeStmts
@@ -95,14 +103,17 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		"_txlock":       {"immediate"},
 		"_pragma":       {fmt.Sprintf("cache_size(-%d)", writerCacheKiB)},
 	}
+	// One reader per core, at least four.
+	n := max(4, runtime.GOMAXPROCS(0))
 	readerParams := url.Values{
 		"_busy_timeout": {fmt.Sprint(ms)},
 		"_foreign_keys": {"1"},
 		"_query_only":   {"1"},
-		// 1 MiB of page cache per reader (SQLite's default is 2): the reads are point lookups
-		// by key, whose pages (the indexes' upper levels) fit many times over, and the file's
-		// pages are in the system's cache anyway. It keeps the server within its memory target.
-		"_pragma": {fmt.Sprintf("cache_size(-%d)", readerCacheKiB)},
+		// 1 MiB of page cache per reader with four of them (SQLite's default is 2): the reads
+		// are point lookups by key, whose pages (the indexes' upper levels) fit many times over,
+		// and the file's pages are in the system's cache anyway. It keeps the server within its
+		// memory target.
+		"_pragma": {fmt.Sprintf("cache_size(-%d)", readerCacheKiB(n))},
 	}
 
 	writer, err := sql.Open("sqlite", abs+"?"+writerParams.Encode())
@@ -131,17 +142,17 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		writer.Close()
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
-	n := max(4, runtime.GOMAXPROCS(0))
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
 
-	return &Store{writer: writer, reader: reader, readers: n, gate: make(chan struct{}, 1)}, nil
+	cache := (writerCacheKiB + int64(n)*readerCacheKiB(n)) << 10
+	return &Store{writer: writer, reader: reader, cacheBytes: cache, gate: make(chan struct{}, 1)}, nil
 }
 
 // CacheBudget returns the most memory, in bytes, that the store's page caches take once full:
 // SQLite's memory, which the Go runtime neither sees nor counts against its memory limit.
 func (s *Store) CacheBudget() int64 {
-	return (writerCacheKiB + int64(s.readers)*readerCacheKiB) << 10
+	return s.cacheBytes
 }
 
 // Migrate applies every embedded migration the database has not had yet. It is safe to call on
