@@ -103,8 +103,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		"_txlock":       {"immediate"},
 		"_pragma":       {fmt.Sprintf("cache_size(-%d)", writerCacheKiB)},
 	}
-	// One reader per core, at least four.
+	// One reader per core, at least four, sharing their page cache.
 	n := max(4, runtime.GOMAXPROCS(0))
+	perReader := readerCacheKiB(n)
 	readerParams := url.Values{
 		"_busy_timeout": {fmt.Sprint(ms)},
 		"_foreign_keys": {"1"},
@@ -113,7 +114,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		// are point lookups by key, whose pages (the indexes' upper levels) fit many times over,
 		// and the file's pages are in the system's cache anyway. It keeps the server within its
 		// memory target.
-		"_pragma": {fmt.Sprintf("cache_size(-%d)", readerCacheKiB(n))},
+		"_pragma": {fmt.Sprintf("cache_size(-%d)", perReader)},
 	}
 
 	writer, err := sql.Open("sqlite", abs+"?"+writerParams.Encode())
@@ -145,7 +146,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
 
-	cache := (writerCacheKiB + int64(n)*readerCacheKiB(n)) << 10
+	cache := (writerCacheKiB + int64(n)*perReader) << 10
 	return &Store{writer: writer, reader: reader, cacheBytes: cache, gate: make(chan struct{}, 1)}, nil
 }
 
