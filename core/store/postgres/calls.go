@@ -107,6 +107,10 @@ WHERE e.org_id = $1
 // lock them in the same order and cannot deadlock. A w.Check guards the first upsert
 // (checkedUpsertCallSQL, checkedWriteManySQL), so it runs before anything is written.
 //
+// Under load, writes that wait for a place together are written as one: one statement, one
+// commit, each write keeping its own outcome (see group.go). A write that waits for nothing is
+// written alone at once.
+//
 // A Write that loses a race is retried, up to writeAttempts tries in all. Errors: one wrapping
 // store.ErrNotFound if w.OrgID names no organization, store.ErrConflict if a call or event ID
 // the caller made is taken, store.ErrUnavailable if transient; nothing is written in any case.
@@ -127,6 +131,12 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 			seen[e.DedupeKey] = true
 		}
 	}
+	return s.writeGrouped(ctx, w)
+}
+
+// write is WriteCalls on a checked w: a write alone, or a group's writes merged into one
+// (received then holds each call's arrival; see writeMany).
+func (s *Store) write(ctx context.Context, w store.Write, received []time.Time) ([]store.CallResult, error) {
 	order := make([]int, len(w.Calls))
 	for i := range order {
 		order[i] = i
@@ -137,7 +147,7 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 	})
 
 	for attempt := 1; ; attempt++ {
-		res, err := s.writeOnce(ctx, w, order)
+		res, err := s.writeOnce(ctx, w, order, received)
 		if err == nil {
 			return res, nil
 		}
@@ -179,7 +189,7 @@ func isCallIDRace(err error) bool {
 }
 
 // writeOnce sends w as one batch and reads its results. Errors are classified.
-func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]store.CallResult, error) {
+func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int, received []time.Time) ([]store.CallResult, error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -189,7 +199,7 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int) ([]st
 	p := s.params.Get().(*params)
 	var results []store.CallResult
 	if len(w.Calls) > 1 {
-		results, err = writeMany(ctx, conn, w, order, p)
+		results, err = writeMany(ctx, conn, w, order, received, p)
 	} else {
 		results, err = s.writeOne(ctx, conn, w, p)
 	}

@@ -225,7 +225,7 @@ func microsSince2000(t time.Time) int64 {
 }
 
 // array writes the header of a one-dimensional array of n elements of type elem; its elements
-// follow. It returns where the header's null flag is, for jsonArray to set.
+// follow. It returns where the header's null flag is, for an array with NULL elements to set.
 func (p *params) array(elem uint32, n int) int {
 	p.buf = binary.BigEndian.AppendUint32(p.buf, 1) // dimensions
 	flag := len(p.buf)
@@ -280,6 +280,22 @@ func (p *params) timestamptzArray(n int, at func(int) time.Time) {
 	p.fixedArray(pgtype.TimestamptzOID, pgtype.TimestamptzArrayOID, n, 8, func(i int) {
 		p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(microsSince2000(at(i))))
 	})
+}
+
+// nullTimestamptzArray writes a timestamptz[] of the n values of at, a zero time as NULL.
+func (p *params) nullTimestamptzArray(n int, at func(int) time.Time) {
+	flag := p.array(pgtype.TimestamptzOID, n)
+	for i := range n {
+		t := at(i)
+		if t.IsZero() {
+			p.buf = binary.BigEndian.AppendUint32(p.buf, ^uint32(0)) // -1: NULL
+			binary.BigEndian.PutUint32(p.buf[flag:], 1)
+			continue
+		}
+		p.buf = binary.BigEndian.AppendUint32(p.buf, 8)
+		p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(microsSince2000(t)))
+	}
+	p.end(pgtype.TimestamptzArrayOID)
 }
 
 // jsonArray writes a json[] of the n values of at, an empty value as NULL.

@@ -48,6 +48,9 @@ type Store struct {
 	oneCall [2][maxEventRows + 1]string
 	// params are *params, each used by one write at a time (writeMany, writeOne).
 	params sync.Pool
+	// queue holds the writes waiting; gate holds a place per write running (group.go).
+	queue writeQueue
+	gate  chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -87,6 +90,9 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 	if s.acquireTimeout == 0 {
 		s.acquireTimeout = DefaultAcquireTimeout
 	}
+	// Half the pool writes at once: the other half is left to the reads (a ring's read comes
+	// before its write), and writes that wait meanwhile are grouped (group.go).
+	s.gate = make(chan struct{}, max(1, cfg.MaxConns/2))
 	var err error
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -29,11 +29,15 @@ var binaryParams = []int16{1}
 // arbiter index is checked against every committed row, not the snapshot), so they count as
 // duplicates and their IDs are read after the commit, as for a resend.
 //
-// Parameters: $1 organization, $2 received time; calls $3 id, $4 provider, $5 providerCallId,
-// $6 direction, $7 state, $8 block, $9 block sequence, $10 block time, $11 first and $12 last
-// event time, $13 clients; events $14 provider and $15 providerCallId of their call, $16 id,
-// $17 type, $18 dedupe key, $19 sequence, $20 provider event id, $21 occurredAt, $22 order time,
-// $23 body. checkedWriteManySQL adds the key check, $24 client ID, $25 secret hash, $26 time.
+// An event's received time is its call's: the time the write of that call arrived, which a
+// group's writes (group.go) each have their own of.
+//
+// Parameters: $1 organization; calls $2 received time (NULL for the database's clock), $3 id,
+// $4 provider, $5 providerCallId, $6 direction, $7 state, $8 block, $9 block sequence, $10 block
+// time, $11 first and $12 last event time, $13 clients; events $14 provider and $15
+// providerCallId of their call, $16 id, $17 type, $18 dedupe key, $19 sequence, $20 provider
+// event id, $21 occurredAt, $22 order time, $23 body. checkedWriteManySQL adds the key check, $24
+// client ID, $25 secret hash, $26 time.
 const writeManySQL = writeManyCalls + writeManyRest
 
 const checkedWriteManySQL = writeManyCalls + `
@@ -42,19 +46,20 @@ const checkedWriteManySQL = writeManyCalls + `
 const writeManyCalls = `
 WITH c AS (` + upsertCallInto + `
 	SELECT $1, u.id, u.provider, u.provider_call_id, u.direction, u.state, u.block, u.block_sequence,
-		u.block_at, u.first_at, u.last_at, u.clients, COALESCE($2, now()), COALESCE($2, now())
+		u.block_at, u.first_at, u.last_at, u.clients, COALESCE(u.received_at, now()), COALESCE(u.received_at, now())
 	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::smallint[], $8::json[], $9::bigint[],
-		$10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::json[])
-		AS u(id, provider, provider_call_id, direction, state, block, block_sequence, block_at, first_at, last_at, clients)`
+		$10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::json[], $2::timestamptz[])
+		AS u(id, provider, provider_call_id, direction, state, block, block_sequence, block_at, first_at, last_at, clients,
+			received_at)`
 
 const writeManyRest = `
 	` + upsertCallConflict + `
-	RETURNING c.provider, c.provider_call_id, c.id, c.call_no, c.xmax = 0 AS created, c.clients
+	RETURNING c.provider, c.provider_call_id, c.id, c.call_no, c.xmax = 0 AS created, c.clients, c.updated_at
 ), e AS (
 	INSERT INTO call_events AS e (org_id, id, call_id, call_no, type, dedupe_key, sequence, provider_event_id,
 		occurred_at, order_at, received_at, body)
 	SELECT $1, n.id, c.id, c.call_no, n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at,
-		n.order_at, COALESCE($2, now()), n.body
+		n.order_at, c.updated_at, n.body
 	FROM unnest($14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::bigint[], $20::text[],
 		$21::timestamptz[], $22::timestamptz[], $23::json[])
 		AS n(provider, provider_call_id, id, type, dedupe_key, sequence, provider_event_id, occurred_at, order_at, body)
@@ -79,8 +84,10 @@ const (
 
 // writeMany sends w (several calls) as one statement and reads its results, in the order of
 // w.Calls. order is w.Calls sorted by (provider, providerCallId), the order calls are locked in.
-// The statement's parameters are written into p (see params).
-func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []int, p *params) ([]store.CallResult, error) {
+// received[i], when received is not nil, is the time the write of call i arrived (a group's
+// writes arrived apart); otherwise every call's is w.ReceivedAt. The statement's parameters are
+// written into p (see params).
+func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []int, received []time.Time, p *params) ([]store.CallResult, error) {
 	nc, ne := len(w.Calls), 0
 	size := 256
 	for i := range w.Calls {
@@ -103,7 +110,12 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	defer func() { clear(p.events); clear(p.eventCalls) }()
 	call := func(k int) *store.CallWrite { return &w.Calls[order[k]] }
 	p.text(w.OrgID)
-	p.timestamptz(nullTime(w.ReceivedAt))
+	p.nullTimestamptzArray(nc, func(k int) time.Time {
+		if received != nil {
+			return received[order[k]]
+		}
+		return w.ReceivedAt
+	})
 	p.textArray(nc, func(k int) string { return call(k).ID })
 	p.textArray(nc, func(k int) string { return call(k).Provider })
 	p.textArray(nc, func(k int) string { return call(k).ProviderCallID })
