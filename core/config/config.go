@@ -106,8 +106,8 @@ type Database struct {
 	Path string `koanf:"path"`
 	// MaxConns is the PostgreSQL pool size. Default 16.
 	MaxConns int `koanf:"max_conns"`
-	// AcquireTimeout is how long a request waits for a pooled connection before it is answered
-	// 503. Default 2s.
+	// AcquireTimeout is how long a request waits for a pooled connection, or for a place to
+	// write, before it is answered 503. Default 2s.
 	AcquireTimeout time.Duration `koanf:"acquire_timeout"`
 	// AutoMigrate applies pending migrations when a command opens the store. Default true.
 	AutoMigrate bool `koanf:"auto_migrate"`

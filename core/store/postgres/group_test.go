@@ -47,10 +47,10 @@ func TestTakeGroups(t *testing.T) {
 		{"a write with one call twice waits", []spec{{"o", keyA, []string{"x"}, 1}, {"o", keyA, []string{"y", "y"}, 1},
 			{"o", keyA, []string{"y"}, 1}},
 			[]int{0, 2}, []int{1}},
-		{"events bound", []spec{{"o", keyA, []string{"a"}, 50}, {"o", keyA, []string{"b"}, 50}, {"o", keyA, []string{"c"}, 50},
-			{"o", keyA, []string{"d"}, 28}, {"o", keyA, []string{"e"}, 1}},
+		{"events bound", []spec{{"o", keyA, []string{"a"}, maxGroupEvents * 3 / 8}, {"o", keyA, []string{"b"}, maxGroupEvents * 3 / 8},
+			{"o", keyA, []string{"c"}, maxGroupEvents * 3 / 8}, {"o", keyA, []string{"d"}, maxGroupEvents / 4}, {"o", keyA, []string{"e"}, 1}},
 			[]int{0, 1, 3}, []int{2, 4}},
-		{"a first write past the bound goes alone", []spec{{"o", keyA, []string{"a"}, 200}, {"o", keyA, []string{"b"}, 1}},
+		{"a first write past the bound goes alone", []spec{{"o", keyA, []string{"a"}, 2 * maxGroupEvents}, {"o", keyA, []string{"b"}, 1}},
 			[]int{0}, []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,7 +5,8 @@
 // search_path, so one database can hold several stores side by side (the tests do that).
 //
 // WriteCalls sends a whole Write as one pipelined batch in a single implicit transaction: one
-// network round trip per request once the connection has prepared its statements.
+// network round trip per request once the connection has prepared its statements. Under load,
+// the writes waiting for a place are written together, as one (group.go).
 package postgres
 
 import (
@@ -31,12 +32,14 @@ const DefaultAcquireTimeout = 2 * time.Second
 
 // Options tunes the connection pool. The zero value is ready to use.
 type Options struct {
-	// MaxConns caps the pool's connections. Zero keeps the pool_max_conns parameter of the URL
-	// when it has one, otherwise pgxpool's default, the greater of 4 and the number of CPUs.
+	// MaxConns caps the pool's connections, half of which (at least one) write at once. Zero
+	// keeps the pool_max_conns parameter of the URL when it has one, otherwise pgxpool's
+	// default, the greater of 4 and the number of CPUs.
 	MaxConns int32
 	// AcquireTimeout bounds how long an operation waits for a connection, the time to dial a new
-	// one included. An operation that waits longer fails with an error wrapping
-	// store.ErrUnavailable. Zero means DefaultAcquireTimeout.
+	// one included, and how long a write waits for a place to write (half the pool writes at
+	// once). An operation that waits longer fails with an error wrapping store.ErrUnavailable.
+	// Zero means DefaultAcquireTimeout.
 	AcquireTimeout time.Duration
 }
 
