@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // Group writes. Every write is a statement, a commit and a round trip of its own, and under load
@@ -35,95 +35,51 @@ const (
 	maxGroupEvents = 256
 )
 
-// writeJob is one WriteCalls, queued.
-type writeJob struct {
-	ctx  context.Context
-	w    store.Write
-	res  []store.CallResult
-	err  error
-	done chan struct{} // closed when res and err are final
-
-	taken bool // a group took the job (under writeQueue.mu)
-}
-
-// finish makes the outcome final.
-func (j *writeJob) finish(res []store.CallResult, err error) {
-	j.res, j.err = res, err
-	close(j.done)
-}
-
-// events returns how many events the job writes.
-func (j *writeJob) events() int {
-	n := 0
-	for i := range j.w.Calls {
-		n += len(j.w.Calls[i].Events)
-	}
-	return n
+// takeGroup takes the next group from q: the first write waiting, and the later ones of its
+// organization and key that share no call with the group, within the bounds.
+func takeGroup(q *writeq.Queue) []*writeq.Job {
+	var keys map[callKey]bool // the group's calls, made once a second write is considered
+	events := -1
+	return q.Take(func(group []*writeq.Job, j *writeq.Job) writeq.Verdict {
+		if len(group) >= maxGroupWrites {
+			return writeq.Stop
+		}
+		first := group[0]
+		if events < 0 {
+			events = first.Events()
+		}
+		if events >= maxGroupEvents || !joins(first, j) {
+			return writeq.Skip
+		}
+		if keys == nil {
+			keys = make(map[callKey]bool, 2*len(first.Write.Calls))
+			addKeys(keys, first)
+		}
+		if e := j.Events(); events+e <= maxGroupEvents && addKeys(keys, j) {
+			events += e
+			return writeq.Join
+		}
+		return writeq.Skip
+	})
 }
 
 // callKey is the key a call is filed under.
 type callKey struct{ provider, providerCallID string }
 
-// writeQueue holds the writes waiting, in arrival order.
-type writeQueue struct {
-	mu   sync.Mutex
-	jobs []*writeJob
-}
-
-func (q *writeQueue) push(j *writeJob) {
-	q.mu.Lock()
-	q.jobs = append(q.jobs, j)
-	q.mu.Unlock()
-}
-
-// take removes and returns the first waiting write and every later one that can join it, in
-// their order; nil when none waits. The others keep their places.
-func (q *writeQueue) take() []*writeJob {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.jobs) == 0 {
-		return nil
-	}
-	first := q.jobs[0]
-	first.taken = true
-	group := []*writeJob{first}
-	events := first.events()
-	var keys map[callKey]bool // the group's calls, made once a second write is considered
-	kept := q.jobs[:0]
-	for _, j := range q.jobs[1:] {
-		if len(group) < maxGroupWrites && events < maxGroupEvents && joins(first, j) {
-			if keys == nil {
-				keys = make(map[callKey]bool, 2*len(first.w.Calls))
-				addKeys(keys, first)
-			}
-			if e := j.events(); events+e <= maxGroupEvents && addKeys(keys, j) {
-				group = append(group, j)
-				events += e
-				j.taken = true
-				continue
-			}
-		}
-		kept = append(kept, j)
-	}
-	clear(q.jobs[len(kept):])
-	q.jobs = kept
-	return group
-}
-
 // joins reports whether j may be written with first: the same organization and the same key.
-func joins(first, j *writeJob) bool {
-	a, b := first.w.Check, j.w.Check
-	return first.w.OrgID == j.w.OrgID && (a == nil) == (b == nil) &&
+func joins(first, j *writeq.Job) bool {
+	a, b := first.Write.Check, j.Write.Check
+	return first.Write.OrgID == j.Write.OrgID && (a == nil) == (b == nil) &&
 		(a == nil || a.ClientID == b.ClientID && bytes.Equal(a.SecretHash, b.SecretHash))
 }
 
 // addKeys adds j's calls to keys and reports true, unless one of them is in keys already (or
 // twice in j), when it leaves keys as they were and reports false.
-func addKeys(keys map[callKey]bool, j *writeJob) bool {
-	for i, c := range j.w.Calls {
+func addKeys(keys map[callKey]bool, j *writeq.Job) bool {
+	for i, c := range j.Write.Calls {
 		k := callKey{c.Provider, c.ProviderCallID}
 		if keys[k] {
-			for _, c := range j.w.Calls[:i] {
+			for _, c := range j.Write.Calls[:i] {
 				delete(keys, callKey{c.Provider, c.ProviderCallID})
 			}
 			return false
@@ -133,47 +89,24 @@ func addKeys(keys map[callKey]bool, j *writeJob) bool {
 	return true
 }
 
-// isTaken reports whether a group has taken j.
-func (q *writeQueue) isTaken(j *writeJob) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return j.taken
-}
-
-// withdraw removes j and reports true when no group has taken it.
-func (q *writeQueue) withdraw(j *writeJob) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if j.taken {
-		return false
-	}
-	for i, x := range q.jobs {
-		if x == j {
-			q.jobs = append(q.jobs[:i], q.jobs[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
 // writeGrouped queues w and waits for its outcome, writing a group itself whenever it finds a
 // free place. A write that no group has taken within the acquire timeout fails as one that got
 // no connection does: the database is overloaded.
 func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallResult, error) {
-	j := &writeJob{ctx: ctx, w: w, done: make(chan struct{})}
-	s.queue.push(j)
+	j := writeq.NewJob(ctx, w)
+	s.queue.Push(j)
 	// write takes a place, writes the next group and reports whether j's outcome is final or on
 	// its way (going on for places while others are free would spin).
 	write := func() bool {
 		s.writeGroup()
 		<-s.gate
-		return s.queue.isTaken(j)
+		return s.queue.Taken(j)
 	}
 	select {
 	case s.gate <- struct{}{}:
 		if write() {
-			<-j.done
-			return j.res, j.err
+			<-j.Done()
+			return j.Res, j.Err
 		}
 	default:
 	}
@@ -182,20 +115,20 @@ func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallRe
 	ended, expired := ctx.Done(), wait.C
 	for {
 		select {
-		case <-j.done:
-			return j.res, j.err
+		case <-j.Done():
+			return j.Res, j.Err
 		case s.gate <- struct{}{}:
 			if write() {
-				<-j.done
-				return j.res, j.err
+				<-j.Done()
+				return j.Res, j.Err
 			}
 		case <-ended:
-			if s.queue.withdraw(j) {
+			if s.queue.Withdraw(j) {
 				return nil, fmt.Errorf("postgres: write calls: %w", ctxError(ctx.Err()))
 			}
 			ended = nil // a group has it, and its outcome is on its way
 		case <-expired:
-			if s.queue.withdraw(j) {
+			if s.queue.Withdraw(j) {
 				return nil, fmt.Errorf("postgres: write calls: %w: no database connection within %v", store.ErrUnavailable, s.acquireTimeout)
 			}
 			expired = nil
@@ -205,10 +138,10 @@ func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallRe
 
 // writeGroup writes the next group. The caller holds a place at the gate.
 func (s *Store) writeGroup() {
-	var live []*writeJob
-	for _, j := range s.queue.take() {
-		if err := j.ctx.Err(); err != nil {
-			j.finish(nil, fmt.Errorf("postgres: write calls: %w", ctxError(err)))
+	var live []*writeq.Job
+	for _, j := range takeGroup(&s.queue) {
+		if err := j.Ctx.Err(); err != nil {
+			j.Finish(nil, fmt.Errorf("postgres: write calls: %w", ctxError(err)))
 			continue
 		}
 		live = append(live, j)
@@ -218,7 +151,7 @@ func (s *Store) writeGroup() {
 		return
 	case 1:
 		j := live[0]
-		j.finish(s.write(j.ctx, j.w, nil))
+		j.Finish(s.write(j.Ctx, j.Write, nil))
 		return
 	}
 	w, received := merge(live)
@@ -228,18 +161,18 @@ func (s *Store) writeGroup() {
 	switch {
 	case err == nil:
 		for _, j := range live {
-			n := len(j.w.Calls)
-			j.finish(res[:n:n], nil)
+			n := len(j.Write.Calls)
+			j.Finish(res[:n:n], nil)
 			res = res[n:]
 		}
 	case errors.Is(err, store.ErrUnavailable):
 		for _, j := range live {
-			j.finish(nil, err)
+			j.Finish(nil, err)
 		}
 	default:
 		// Nothing of the group is on file; whichever write is at fault fails alone.
 		for _, j := range live {
-			j.finish(s.write(j.ctx, j.w, nil))
+			j.Finish(s.write(j.Ctx, j.Write, nil))
 		}
 	}
 }
@@ -247,19 +180,19 @@ func (s *Store) writeGroup() {
 // merge returns the one write of jobs' calls, in their order, and the time each call's write
 // arrived. The key check is the group's (joins) at the latest of its writes' times, the
 // strictest of them.
-func merge(jobs []*writeJob) (store.Write, []time.Time) {
+func merge(jobs []*writeq.Job) (store.Write, []time.Time) {
 	n := 0
 	for _, j := range jobs {
-		n += len(j.w.Calls)
+		n += len(j.Write.Calls)
 	}
-	w := store.Write{OrgID: jobs[0].w.OrgID, ReceivedAt: jobs[0].w.ReceivedAt, Calls: make([]store.CallWrite, 0, n)}
+	w := store.Write{OrgID: jobs[0].Write.OrgID, ReceivedAt: jobs[0].Write.ReceivedAt, Calls: make([]store.CallWrite, 0, n)}
 	received := make([]time.Time, 0, n)
 	for _, j := range jobs {
-		w.Calls = append(w.Calls, j.w.Calls...)
-		for range j.w.Calls {
-			received = append(received, j.w.ReceivedAt)
+		w.Calls = append(w.Calls, j.Write.Calls...)
+		for range j.Write.Calls {
+			received = append(received, j.Write.ReceivedAt)
 		}
-		if c := j.w.Check; c != nil && (w.Check == nil || c.At.After(w.Check.At)) {
+		if c := j.Write.Check; c != nil && (w.Check == nil || c.At.After(w.Check.At)) {
 			w.Check = c
 		}
 	}
@@ -268,11 +201,11 @@ func merge(jobs []*writeJob) (store.Write, []time.Time) {
 
 // groupContext returns the context a group is written under: never cancelled, with the latest
 // of its writes' deadlines, or none when one of them has none.
-func groupContext(jobs []*writeJob) (context.Context, context.CancelFunc) {
-	ctx := context.WithoutCancel(jobs[0].ctx)
+func groupContext(jobs []*writeq.Job) (context.Context, context.CancelFunc) {
+	ctx := context.WithoutCancel(jobs[0].Ctx)
 	var latest time.Time
 	for _, j := range jobs {
-		d, ok := j.ctx.Deadline()
+		d, ok := j.Ctx.Deadline()
 		if !ok {
 			return ctx, func() {}
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/callwire/callwire/core/store"
-	"github.com/callwire/callwire/core/store/postgres/pgtest"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // TestTakeGroups checks which waiting writes a group takes: those of the first one's
@@ -54,46 +54,53 @@ func TestTakeGroups(t *testing.T) {
 			[]int{0}, []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var q writeQueue
-			var jobs []*writeJob
+			var q writeq.Queue
+			var jobs []*writeq.Job
 			for _, sp := range tc.queue {
 				w := store.Write{OrgID: sp.org, Check: sp.check}
 				for _, id := range sp.calls {
 					w.Calls = append(w.Calls, store.CallWrite{Provider: "sip", ProviderCallID: id, Events: make([]store.EventWrite, sp.events)})
 				}
-				j := &writeJob{ctx: t.Context(), w: w}
+				j := writeq.NewJob(t.Context(), w)
 				jobs = append(jobs, j)
-				q.push(j)
+				q.Push(j)
 			}
-			index := func(js []*writeJob) []int {
+			index := func(js []*writeq.Job) []int {
 				var out []int
 				for _, j := range js {
 					out = append(out, slices.Index(jobs, j))
 				}
 				return out
 			}
-			if got := index(q.take()); !slices.Equal(got, tc.group) {
+			if got := index(takeGroup(&q)); !slices.Equal(got, tc.group) {
 				t.Errorf("group %v, want %v", got, tc.group)
 			}
-			if got := index(q.jobs); !slices.Equal(got, tc.remaining) {
-				t.Errorf("left waiting %v, want %v", got, tc.remaining)
-			}
+			var left []int
 			for i, j := range jobs {
-				if j.taken != slices.Contains(tc.group, i) {
-					t.Errorf("write %d taken %v", i, j.taken)
+				if q.Taken(j) != slices.Contains(tc.group, i) {
+					t.Errorf("write %d taken %v", i, q.Taken(j))
 				}
+				if !q.Taken(j) {
+					left = append(left, i)
+				}
+			}
+			if n := q.Len(); n != len(tc.remaining) || !slices.Equal(left, tc.remaining) {
+				t.Errorf("left waiting %v (%d), want %v", left, n, tc.remaining)
+			}
+			if got := index(takeGroup(&q)); len(tc.remaining) > 0 && (len(got) == 0 || got[0] != tc.remaining[0]) {
+				t.Errorf("the next group %v does not start with the first write left, %d", got, tc.remaining[0])
 			}
 		})
 	}
 	t.Run("many writes", func(t *testing.T) {
-		var q writeQueue
+		var q writeq.Queue
 		for i := range maxGroupWrites + 3 {
-			q.push(&writeJob{ctx: t.Context(), w: store.Write{OrgID: "o", Calls: []store.CallWrite{{ProviderCallID: fmt.Sprint(i)}}}})
+			q.Push(writeq.NewJob(t.Context(), store.Write{OrgID: "o", Calls: []store.CallWrite{{ProviderCallID: fmt.Sprint(i)}}}))
 		}
-		if n := len(q.take()); n != maxGroupWrites {
+		if n := len(takeGroup(&q)); n != maxGroupWrites {
 			t.Errorf("a group took %d writes, want %d", n, maxGroupWrites)
 		}
-		if n := len(q.jobs); n != 3 {
+		if n := q.Len(); n != 3 {
 			t.Errorf("%d writes left waiting, want 3", n)
 		}
 	})
@@ -103,18 +110,7 @@ func TestTakeGroups(t *testing.T) {
 // outcome: its calls' results, its own received time on its events, and, when one write of the
 // group is at fault, an error of its own while the others are stored.
 func TestWriteGroup(t *testing.T) {
-	s, err := Open(t.Context(), pgtest.URL(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	org := uuid.NewString()
-	if err := s.CreateOrg(t.Context(), store.Org{ID: org, Name: "clinic"}); err != nil {
-		t.Fatal(err)
-	}
+	s, org := openWithOrg(t)
 	check := liveKey(t, s, org)
 	base := time.Now().UTC().Truncate(time.Microsecond)
 	write := func(received time.Time, calls ...string) store.Write {
@@ -128,17 +124,17 @@ func TestWriteGroup(t *testing.T) {
 		return w
 	}
 	// group queues the writes and has one writer take them as one group.
-	group := func(ws ...store.Write) []*writeJob {
-		var jobs []*writeJob
+	group := func(ws ...store.Write) []*writeq.Job {
+		var jobs []*writeq.Job
 		for _, w := range ws {
-			j := &writeJob{ctx: t.Context(), w: w, done: make(chan struct{})}
+			j := writeq.NewJob(t.Context(), w)
 			jobs = append(jobs, j)
-			s.queue.push(j)
+			s.queue.Push(j)
 		}
 		s.writeGroup()
 		for i, j := range jobs {
 			select {
-			case <-j.done:
+			case <-j.Done():
 			default:
 				t.Fatalf("write %d has no outcome after its group", i)
 			}
@@ -149,13 +145,13 @@ func TestWriteGroup(t *testing.T) {
 	t.Run("stored", func(t *testing.T) {
 		ws := []store.Write{write(base, "g1-a", "g1-b"), write(base.Add(time.Millisecond), "g1-c"), write(base.Add(2*time.Millisecond), "g1-d")}
 		for i, j := range group(ws...) {
-			if j.err != nil {
-				t.Fatalf("write %d: %v", i, j.err)
+			if j.Err != nil {
+				t.Fatalf("write %d: %v", i, j.Err)
 			}
-			if len(j.res) != len(ws[i].Calls) {
-				t.Fatalf("write %d: %d results for %d calls", i, len(j.res), len(ws[i].Calls))
+			if len(j.Res) != len(ws[i].Calls) {
+				t.Fatalf("write %d: %d results for %d calls", i, len(j.Res), len(ws[i].Calls))
 			}
-			for k, r := range j.res {
+			for k, r := range j.Res {
 				c := ws[i].Calls[k]
 				if r.ID != c.ID || !r.Created || len(r.Events) != 1 || r.Events[0].ID != c.Events[0].ID || r.Events[0].Duplicate {
 					t.Errorf("write %d call %s: result %+v", i, c.ProviderCallID, r)
@@ -175,10 +171,10 @@ func TestWriteGroup(t *testing.T) {
 		ws := []store.Write{write(base, "g2-a"), write(base, "g2-b")}
 		group(ws...)
 		for i, j := range group(ws...) {
-			if j.err != nil {
-				t.Fatalf("write %d: %v", i, j.err)
+			if j.Err != nil {
+				t.Fatalf("write %d: %v", i, j.Err)
 			}
-			r := j.res[0]
+			r := j.Res[0]
 			if r.ID != ws[i].Calls[0].ID || r.Created || !r.Events[0].Duplicate || r.Events[0].ID != ws[i].Calls[0].Events[0].ID {
 				t.Errorf("write %d resent: result %+v, want the call and its event on file", i, r)
 			}
@@ -193,12 +189,12 @@ func TestWriteGroup(t *testing.T) {
 		bad := write(base, "g3-b")
 		bad.Calls[0].Events[0].ID = taken.Calls[0].Events[0].ID // an event ID on file for another call
 		jobs := group(write(base, "g3-a"), bad, write(base, "g3-c"))
-		if !errors.Is(jobs[1].err, store.ErrConflict) {
-			t.Errorf("the write whose event ID is taken: %v, want ErrConflict", jobs[1].err)
+		if !errors.Is(jobs[1].Err, store.ErrConflict) {
+			t.Errorf("the write whose event ID is taken: %v, want ErrConflict", jobs[1].Err)
 		}
 		for _, i := range []int{0, 2} {
-			if jobs[i].err != nil || !jobs[i].res[0].Created {
-				t.Errorf("write %d beside it: %+v, %v; want it stored", i, jobs[i].res, jobs[i].err)
+			if jobs[i].Err != nil || !jobs[i].Res[0].Created {
+				t.Errorf("write %d beside it: %+v, %v; want it stored", i, jobs[i].Res, jobs[i].Err)
 			}
 		}
 		if _, _, err := s.GetCall(t.Context(), org, "sip", "g3-b"); !errors.Is(err, store.ErrNotFound) {
@@ -209,12 +205,12 @@ func TestWriteGroup(t *testing.T) {
 	t.Run("ended before its group", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		j := &writeJob{ctx: ctx, w: write(base, "g4-a"), done: make(chan struct{})}
-		s.queue.push(j)
+		j := writeq.NewJob(ctx, write(base, "g4-a"))
+		s.queue.Push(j)
 		s.writeGroup()
-		<-j.done
-		if !errors.Is(j.err, context.Canceled) {
-			t.Errorf("a write whose request ended: %v, want context.Canceled", j.err)
+		<-j.Done()
+		if !errors.Is(j.Err, context.Canceled) {
+			t.Errorf("a write whose request ended: %v, want context.Canceled", j.Err)
 		}
 		if _, _, err := s.GetCall(t.Context(), org, "sip", "g4-a"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("its call: %v, want ErrNotFound", err)

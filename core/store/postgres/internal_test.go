@@ -214,6 +214,25 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 	}
 }
 
+// openWithOrg returns a migrated store of the default pool, in a schema of the test's own, and
+// an organization on file.
+func openWithOrg(t *testing.T) (*Store, string) {
+	t.Helper()
+	s, err := Open(t.Context(), pgtest.URL(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	org := uuid.NewString()
+	if err := s.CreateOrg(t.Context(), store.Org{ID: org, Name: "clinic"}); err != nil {
+		t.Fatal(err)
+	}
+	return s, org
+}
+
 // liveKey stores a key of org and returns a check that proves it live.
 func liveKey(t *testing.T, s *Store, org string) *store.KeyCheck {
 	t.Helper()
@@ -228,19 +247,7 @@ func liveKey(t *testing.T, s *Store, org string) *store.KeyCheck {
 // TestKeyCheckFalseRejects replaces callwire_check_key with one that returns false instead of
 // raising: every guarded read and write must still refuse, and write nothing.
 func TestKeyCheckFalseRejects(t *testing.T) {
-	url := pgtest.URL(t)
-	s, err := Open(t.Context(), url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	org := uuid.NewString()
-	if err := s.CreateOrg(t.Context(), store.Org{ID: org, Name: "clinic"}); err != nil {
-		t.Fatal(err)
-	}
+	s, org := openWithOrg(t)
 	check := liveKey(t, s, org)
 	if _, err := s.pool.Exec(t.Context(), `CREATE OR REPLACE FUNCTION callwire_check_key(p_client_id text,
 		p_secret_hash bytea, p_at timestamptz) RETURNS boolean LANGUAGE sql STABLE AS 'SELECT false'`); err != nil {

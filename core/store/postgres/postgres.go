@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // DefaultAcquireTimeout is how long a request waits for a pooled connection when
@@ -52,7 +53,7 @@ type Store struct {
 	// params are *params, each used by one write at a time (writeMany, writeOne).
 	params sync.Pool
 	// queue holds the writes waiting; gate holds a place per write running (group.go).
-	queue writeQueue
+	queue writeq.Queue
 	gate  chan struct{}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // writeStmts are the statements WriteCalls runs, prepared once on the writer connection.
@@ -138,7 +139,7 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 	if len(w.Calls) == 0 {
 		return []store.CallResult{}, nil
 	}
-	return s.writeGrouped(ctx, &writeJob{ctx: ctx, w: w, done: make(chan struct{})})
+	return s.writeGrouped(ctx, writeq.NewJob(ctx, w))
 }
 
 // txStmts are the writer's prepared statements bound to one transaction.

@@ -3,9 +3,9 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // Group commit. SQLite has one writer, and with synchronous=FULL every commit writes its pages
@@ -28,108 +28,37 @@ const (
 	maxGroupEvents = 64
 )
 
-// writeJob is one WriteCalls, queued for the writer.
-type writeJob struct {
-	ctx  context.Context
-	w    store.Write
-	res  []store.CallResult
-	err  error
-	done chan struct{} // closed when res and err are final
-
-	taken bool // a group took the job (under writeQueue.mu)
-}
-
-// events returns how many events the job writes.
-func (j *writeJob) events() int {
-	n := 0
-	for i := range j.w.Calls {
-		n += len(j.w.Calls[i].Events)
-	}
-	return n
-}
-
-// finish makes the outcome final.
-func (j *writeJob) finish(res []store.CallResult, err error) {
-	j.res, j.err = res, err
-	close(j.done)
-}
-
-// writeQueue holds the writes waiting for the writer, in arrival order.
-type writeQueue struct {
-	mu   sync.Mutex
-	jobs []*writeJob
-}
-
-func (q *writeQueue) push(j *writeJob) {
-	q.mu.Lock()
-	q.jobs = append(q.jobs, j)
-	q.mu.Unlock()
-}
-
-// take removes and returns the first waiting writes, as many as one group holds (at least one
-// when any waits).
-func (q *writeQueue) take() []*writeJob {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n, events := 0, 0
-	for n < len(q.jobs) && n < maxGroupWrites {
-		e := q.jobs[n].events()
-		if n > 0 && events+e > maxGroupEvents {
-			break
+// takeGroup takes the next group from q: the writes waiting first, as many as one group holds
+// (at least one when any waits).
+func takeGroup(q *writeq.Queue) []*writeq.Job {
+	events := -1
+	return q.Take(func(group []*writeq.Job, j *writeq.Job) writeq.Verdict {
+		if events < 0 {
+			events = group[0].Events()
+		}
+		e := j.Events()
+		if len(group) >= maxGroupWrites || events+e > maxGroupEvents {
+			return writeq.Stop
 		}
 		events += e
-		q.jobs[n].taken = true
-		n++
-	}
-	out := append([]*writeJob(nil), q.jobs[:n]...)
-	clear(q.jobs[:n])
-	q.jobs = q.jobs[n:]
-	if len(q.jobs) == 0 {
-		q.jobs = nil
-	}
-	return out
-}
-
-// requeue puts jobs, untaken, back at the front of the queue in their order.
-func (q *writeQueue) requeue(jobs []*writeJob) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, j := range jobs {
-		j.taken = false
-	}
-	q.jobs = append(append([]*writeJob(nil), jobs...), q.jobs...)
-}
-
-// withdraw removes j and reports true when no group has taken it.
-func (q *writeQueue) withdraw(j *writeJob) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if j.taken {
-		return false
-	}
-	for i, x := range q.jobs {
-		if x == j {
-			q.jobs = append(q.jobs[:i], q.jobs[i+1:]...)
-			return true
-		}
-	}
-	return false
+		return writeq.Join
+	})
 }
 
 // writeGrouped queues j and waits for its outcome, writing a group itself whenever it gets the
 // writer first.
-func (s *Store) writeGrouped(ctx context.Context, j *writeJob) ([]store.CallResult, error) {
-	s.queue.push(j)
+func (s *Store) writeGrouped(ctx context.Context, j *writeq.Job) ([]store.CallResult, error) {
+	s.queue.Push(j)
 	ended := ctx.Done()
 	for {
 		select {
-		case <-j.done:
-			return j.res, j.err
+		case <-j.Done():
+			return j.Res, j.Err
 		case s.gate <- struct{}{}:
 			s.writeGroup(ctx)
 			s.release()
 		case <-ended:
-			if s.queue.withdraw(j) {
+			if s.queue.Withdraw(j) {
 				return nil, wrapErr(ctx, "write calls", ctx.Err())
 			}
 			// A group has it and its outcome is on its way, unless the group could not begin
@@ -142,10 +71,10 @@ func (s *Store) writeGrouped(ctx context.Context, j *writeJob) ([]store.CallResu
 // writeGroup writes the waiting writes in one transaction. The caller holds the gate; ctx is its
 // own request's.
 func (s *Store) writeGroup(ctx context.Context) {
-	var live []*writeJob
-	for _, j := range s.queue.take() {
-		if err := j.ctx.Err(); err != nil {
-			j.finish(nil, wrapErr(j.ctx, "write calls", err))
+	var live []*writeq.Job
+	for _, j := range takeGroup(&s.queue) {
+		if err := j.Ctx.Err(); err != nil {
+			j.Finish(nil, wrapErr(j.Ctx, "write calls", err))
 			continue
 		}
 		live = append(live, j)
@@ -153,12 +82,12 @@ func (s *Store) writeGroup(ctx context.Context) {
 	if len(live) == 0 {
 		return
 	}
-	failAll := func(jobs []*writeJob, err error) {
+	failAll := func(jobs []*writeq.Job, err error) {
 		for _, j := range jobs {
-			if j.err == nil {
-				j.res, j.err = nil, err
+			if j.Err == nil {
+				j.Res, j.Err = nil, err
 			}
-			close(j.done)
+			j.Close()
 		}
 	}
 	// Preparing waits for nothing (the gate's holder has the writer connection to itself), and
@@ -170,17 +99,17 @@ func (s *Store) writeGroup(ctx context.Context) {
 	// Beginning takes the file's write lock, which another process may hold: that wait is the
 	// first write's to give up, and the others then wait for the next group.
 	lead := live[0]
-	tx, err := s.writer.BeginTx(lead.ctx, nil)
+	tx, err := s.writer.BeginTx(lead.Ctx, nil)
 	if err != nil {
-		if lead.ctx.Err() != nil && len(live) > 1 {
-			lead.finish(nil, wrapErr(lead.ctx, "write calls", err))
-			s.queue.requeue(live[1:])
+		if lead.Ctx.Err() != nil && len(live) > 1 {
+			lead.Finish(nil, wrapErr(lead.Ctx, "write calls", err))
+			s.queue.Requeue(live[1:])
 			return
 		}
-		failAll(live, wrapErr(lead.ctx, "write calls", err))
+		failAll(live, wrapErr(lead.Ctx, "write calls", err))
 		return
 	}
-	wctx := context.WithoutCancel(lead.ctx)
+	wctx := context.WithoutCancel(lead.Ctx)
 	st := s.stmts.bind(wctx, tx)
 	abort := func(err error) {
 		_ = tx.Rollback()
@@ -200,12 +129,12 @@ func (s *Store) writeGroup(ctx context.Context) {
 			abort(fmt.Errorf("savepoint: %w", err))
 			return
 		}
-		res, err := writeCalls(wctx, st, j.w)
+		res, err := writeCalls(wctx, st, j.Write)
 		if err != nil {
-			j.err = wrapErr(j.ctx, "write calls", err)
+			j.Err = wrapErr(j.Ctx, "write calls", err)
 			if !grouped {
 				_ = tx.Rollback()
-				close(j.done)
+				j.Close()
 				return
 			}
 			if err := savepoint("ROLLBACK TO write"); err != nil {
@@ -213,7 +142,7 @@ func (s *Store) writeGroup(ctx context.Context) {
 				return
 			}
 		} else {
-			j.res = res
+			j.Res = res
 		}
 		if err := savepoint("RELEASE write"); err != nil {
 			abort(fmt.Errorf("release savepoint: %w", err))
@@ -222,14 +151,14 @@ func (s *Store) writeGroup(ctx context.Context) {
 	}
 	if err := tx.Commit(); err != nil {
 		for _, j := range live {
-			if j.err == nil {
-				j.res, j.err = nil, wrapErr(j.ctx, "write calls", err)
+			if j.Err == nil {
+				j.Res, j.Err = nil, wrapErr(j.Ctx, "write calls", err)
 			}
-			close(j.done)
+			j.Close()
 		}
 		return
 	}
 	for _, j := range live {
-		close(j.done)
+		j.Close()
 	}
 }

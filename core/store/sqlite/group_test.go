@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // groupWrite is a write of one call with one event, for the organization org.
@@ -84,9 +85,7 @@ func queued(t *testing.T, s *Store, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.queue.mu.Lock()
-		got := len(s.queue.jobs)
-		s.queue.mu.Unlock()
+		got := s.queue.Len()
 		if got == n {
 			return
 		}
@@ -198,29 +197,29 @@ func TestGroupWritesEveryWriteOnce(t *testing.T) {
 // TestGroupBounds: a group takes at most maxGroupWrites writes and, past its first write, at most
 // maxGroupEvents events.
 func TestGroupBounds(t *testing.T) {
-	var q writeQueue
+	var q writeq.Queue
 	for i := range maxGroupWrites + 5 {
-		q.push(&writeJob{w: groupWrite("org", fmt.Sprint(i))})
+		q.Push(writeq.NewJob(t.Context(), groupWrite("org", fmt.Sprint(i))))
 	}
-	if got := len(q.take()); got != maxGroupWrites {
+	if got := len(takeGroup(&q)); got != maxGroupWrites {
 		t.Errorf("first group: %d writes, want %d", got, maxGroupWrites)
 	}
-	if got := len(q.take()); got != 5 {
+	if got := len(takeGroup(&q)); got != 5 {
 		t.Errorf("second group: %d writes, want 5", got)
 	}
 	big := groupWrite("org", "big")
 	for len(big.Calls[0].Events) < maxGroupEvents {
 		big.Calls[0].Events = append(big.Calls[0].Events, big.Calls[0].Events[0])
 	}
-	q.push(&writeJob{w: groupWrite("org", "small")})
-	q.push(&writeJob{w: big})
-	q.push(&writeJob{w: groupWrite("org", "after")})
+	q.Push(writeq.NewJob(t.Context(), groupWrite("org", "small")))
+	q.Push(writeq.NewJob(t.Context(), big))
+	q.Push(writeq.NewJob(t.Context(), groupWrite("org", "after")))
 	for i, want := range []int{1, 1, 1} {
-		if got := len(q.take()); got != want {
+		if got := len(takeGroup(&q)); got != want {
 			t.Errorf("group %d: %d writes, want %d", i, got, want)
 		}
 	}
-	if got := q.take(); len(got) != 0 {
+	if got := takeGroup(&q); len(got) != 0 {
 		t.Errorf("empty queue gave %d writes", len(got))
 	}
 }
