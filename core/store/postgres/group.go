@@ -95,17 +95,21 @@ func addKeys(keys map[callKey]bool, j *writeq.Job) bool {
 func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallResult, error) {
 	j := writeq.NewJob(ctx, w)
 	s.queue.Push(j)
-	// write takes a place, writes the next group and reports whether j's outcome is final or on
-	// its way (going on for places while others are free would spin).
+	// write, run holding a place, writes the next group and gives the place back. Once a group
+	// has taken j, it waits for j's outcome and reports true (going on for places while others
+	// are free would spin).
 	write := func() bool {
 		s.writeGroup()
 		<-s.gate
-		return s.queue.Taken(j)
+		if !s.queue.Taken(j) {
+			return false
+		}
+		<-j.Done()
+		return true
 	}
 	select {
 	case s.gate <- struct{}{}:
 		if write() {
-			<-j.Done()
 			return j.Res, j.Err
 		}
 	default:
@@ -119,7 +123,6 @@ func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallRe
 			return j.Res, j.Err
 		case s.gate <- struct{}{}:
 			if write() {
-				<-j.Done()
 				return j.Res, j.Err
 			}
 		case <-ended:

@@ -236,6 +236,13 @@ func (p *params) array(elem uint32, n int) int {
 	return flag
 }
 
+// nullElement appends a NULL element to the array whose header's null flag is at flag, and sets
+// the flag.
+func (p *params) nullElement(flag int) {
+	p.buf = binary.BigEndian.AppendUint32(p.buf, ^uint32(0)) // -1: NULL
+	binary.BigEndian.PutUint32(p.buf[flag:], 1)
+}
+
 // appendElement appends one array element's length and bytes to buf.
 func appendElement[T ~string | ~[]byte](buf []byte, v T) []byte {
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(v)))
@@ -288,8 +295,7 @@ func (p *params) nullTimestamptzArray(n int, at func(int) time.Time) {
 	for i := range n {
 		t := at(i)
 		if t.IsZero() {
-			p.buf = binary.BigEndian.AppendUint32(p.buf, ^uint32(0)) // -1: NULL
-			binary.BigEndian.PutUint32(p.buf[flag:], 1)
+			p.nullElement(flag)
 			continue
 		}
 		p.buf = binary.BigEndian.AppendUint32(p.buf, 8)
@@ -304,8 +310,7 @@ func (p *params) jsonArray(n int, at func(int) json.RawMessage) {
 	for i := range n {
 		v := at(i)
 		if len(v) == 0 {
-			p.buf = binary.BigEndian.AppendUint32(p.buf, ^uint32(0)) // -1: NULL
-			binary.BigEndian.PutUint32(p.buf[flag:], 1)
+			p.nullElement(flag)
 			continue
 		}
 		p.buf = appendElement(p.buf, v)
