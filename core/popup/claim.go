@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
+	"math/bits"
 	"strconv"
 	"sync"
 	"time"
@@ -39,21 +41,31 @@ func claimTTL(ttl time.Duration) time.Duration {
 // them. Every claim lives equally long, so claims expire in the order they were made and one
 // queue serves both expiry and eviction. It is safe for concurrent use.
 //
-// A claim is kept as a 64-bit hash of its organization and ringing id, not the two strings: a
-// server at full load holds the limit's 100,000 claims, which as strings weighed about 25 MB
-// (and as much again in the garbage collector's headroom), and as hashes weigh about 5. Two
-// ringings share a hash with a chance of about 100,000² ÷ 2⁶⁵, below one in three billion
-// with the set full, and the cost of that would be one popup not shown.
+// A claim is kept as a 64-bit hash of its organization and ringing id, not the two strings. Two
+// ringings share a hash with a chance of about 100,000² ÷ 2⁶⁵, below one in three billion with
+// the set full, and the cost of that would be one popup not shown.
+//
+// The set is sized for a server at full load, which holds the limit's 100,000 claims all the
+// time: a ring of claims in the order they were made (16 bytes each) and an open-addressed index
+// into it (4 bytes a slot, at most two thirds full), about 2.2 MB in all and nothing for the
+// collector to follow. A map of hash to expiry beside a queue weighed about 7 MB, most of the
+// server's live heap, and as the server's memory limit holds the heap near it, every megabyte
+// held for claims was a megabyte less between collections.
 type claimSet struct {
-	ttl   time.Duration
+	ttl   int64 // nanoseconds
 	limit int
 	now   func() time.Time
+	start time.Time // expiries are nanoseconds since start, on the monotonic clock time.Now reads
 	seed  maphash.Seed
 
-	mu    sync.Mutex
-	until map[claimID]int64 // expiry, Unix nanoseconds (no pointer for the collector to follow)
-	queue []queuedClaim     // oldest first, from head on
-	head  int
+	mu sync.Mutex
+	// ring holds the claims, oldest first from head on, n of them, wrapping at its end. It
+	// grows by doubling, up to limit.
+	ring    []claimEntry
+	head, n int
+	// slots indexes ring by key: linear probing from the key's home slot; 0 is an empty slot,
+	// anything else a ring position plus one.
+	slots []uint32
 }
 
 // claimID names one ringing of one organization: the hash of the two.
@@ -62,52 +74,111 @@ type claimID uint64
 // claimIDStrings is what a claimID hashes.
 type claimIDStrings struct{ org, id string }
 
-// queuedClaim is a claim as made; a claim made again after it expired is queued again, and its
-// earlier entry is then stale (its expiry no longer the one in until).
-type queuedClaim struct {
+// claimEntry is one claim.
+type claimEntry struct {
 	key   claimID
-	until int64 // Unix nanoseconds
+	until int64 // nanoseconds since the set's start
 }
 
 func newClaimSet(ttl time.Duration, limit int, now func() time.Time) *claimSet {
 	if limit <= 0 {
 		limit = DefaultMaxClaims
 	}
-	return &claimSet{ttl: claimTTL(ttl), limit: limit, now: now, seed: maphash.MakeSeed(), until: map[claimID]int64{}}
+	// A ring position plus one must fit a slot.
+	limit = min(limit, math.MaxUint32-1)
+	return &claimSet{ttl: int64(claimTTL(ttl)), limit: limit, now: now, start: now(), seed: maphash.MakeSeed()}
 }
 
 // claim takes the ringing id of org and reports true, or reports false when it is held already.
 func (c *claimSet) claim(org, id string) bool {
-	now := c.now().UnixNano()
 	key := claimID(maphash.Comparable(c.seed, claimIDStrings{org, id}))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.head < len(c.queue) && c.queue[c.head].until <= now {
+	now := int64(c.now().Sub(c.start))
+	for c.n > 0 && c.ring[c.head].until <= now {
 		c.pop()
 	}
-	if until, held := c.until[key]; held && until > now {
+	if _, held := c.find(key); held {
 		return false
 	}
-	for len(c.until) >= c.limit && c.head < len(c.queue) {
+	if c.n >= c.limit {
 		c.pop()
 	}
-	until := now + int64(c.ttl)
-	c.until[key] = until
-	c.queue = append(c.queue, queuedClaim{key, until})
+	if c.n == len(c.ring) {
+		c.grow()
+	}
+	pos := (c.head + c.n) % len(c.ring)
+	c.ring[pos] = claimEntry{key, now + c.ttl}
+	c.n++
+	i := c.home(key)
+	for c.slots[i] != 0 {
+		i = c.next(i)
+	}
+	c.slots[i] = uint32(pos) + 1
 	return true
 }
 
-// pop forgets the oldest queued claim, unless it was made again since.
-func (c *claimSet) pop() {
-	q := c.queue[c.head]
-	c.queue[c.head] = queuedClaim{}
-	c.head++
-	if c.until[q.key] == q.until {
-		delete(c.until, q.key)
+// home returns the slot key's probe starts from.
+func (c *claimSet) home(key claimID) int {
+	hi, _ := bits.Mul64(uint64(key), uint64(len(c.slots)))
+	return int(hi)
+}
+
+// next returns the slot probed after i.
+func (c *claimSet) next(i int) int {
+	if i++; i == len(c.slots) {
+		return 0
 	}
-	if c.head > 1024 && c.head*2 > len(c.queue) {
-		c.queue = append([]queuedClaim(nil), c.queue[c.head:]...)
+	return i
+}
+
+// find returns the slot that holds key, and whether one does.
+func (c *claimSet) find(key claimID) (int, bool) {
+	if c.n == 0 {
+		return 0, false
+	}
+	for i := c.home(key); c.slots[i] != 0; i = c.next(i) {
+		if c.ring[c.slots[i]-1].key == key {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// pop forgets the oldest claim.
+func (c *claimSet) pop() {
+	i, _ := c.find(c.ring[c.head].key)
+	// Close the gap at i: each later entry of the run that may sit at i (its home is not
+	// between i and it, cyclically) moves back into it, leaving its own slot the gap.
+	for j := c.next(i); c.slots[j] != 0; j = c.next(j) {
+		h := c.home(c.ring[c.slots[j]-1].key)
+		if (i <= j && (h <= i || h > j)) || (i > j && h <= i && h > j) {
+			c.slots[i] = c.slots[j]
+			i = j
+		}
+	}
+	c.slots[i] = 0
+	c.ring[c.head] = claimEntry{}
+	c.n--
+	if c.head++; c.head == len(c.ring) || c.n == 0 {
 		c.head = 0
+	}
+}
+
+// grow doubles the ring, up to limit, and builds the index anew for it.
+func (c *claimSet) grow() {
+	ring := make([]claimEntry, min(max(2*len(c.ring), 64), c.limit))
+	for k := range c.n {
+		ring[k] = c.ring[(c.head+k)%len(c.ring)]
+	}
+	c.ring, c.head = ring, 0
+	c.slots = make([]uint32, len(ring)+len(ring)/2+1)
+	for k := range c.n {
+		i := c.home(ring[k].key)
+		for c.slots[i] != 0 {
+			i = c.next(i)
+		}
+		c.slots[i] = uint32(k) + 1
 	}
 }
 
