@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -525,7 +526,11 @@ func (a *api) postEvents(c *fiber.Ctx) error {
 	}
 	c.Status(status)
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
-	c.Response().SetBodyRaw(appendSuccess(make([]byte, 0, successSize(res)), res))
+	// Written into the response's own body buffer, which the server lends from its pool and
+	// takes back once the response is sent.
+	resp := c.Response()
+	body := resp.SwapBody(nil)
+	resp.SwapBody(appendSuccess(slices.Grow(body[:0], successSize(res)), res))
 	return nil
 }
 
