@@ -106,8 +106,11 @@ type api struct {
 	// is the label, which must not alias the request's buffer.
 	routes map[string]string
 	// parsers are event.Parsers, each used by one request at a time: a request reads its body
-	// into a tree the previous one left, rather than allocating one.
+	// into a tree the previous one left, rather than allocating one. A parser is put back as
+	// soon as the body is read: its tree takes up to 200 KiB.
 	parsers sync.Pool
+	// rooms are event.Rooms, each holding one request's events until the request is answered.
+	rooms sync.Pool
 }
 
 // readBufferSize bounds the request line and headers; larger is answered 431.
@@ -135,6 +138,7 @@ func New(o Options) (*fiber.App, error) {
 	}
 	a := &api{o: o, log: o.Logger, retryAfter: strconv.Itoa(int((o.RetryAfter + time.Second - 1) / time.Second))}
 	a.parsers.New = func() any { return new(event.Parser) }
+	a.rooms.New = func() any { return new(event.Room) }
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -483,9 +487,16 @@ func (a *api) postEvents(c *fiber.Ctx) error {
 			return a.fail(c, fiber.StatusBadRequest, "Content-Encoding "+strconv.Quote(enc)+" is not supported: send the JSON body uncompressed", nil)
 		})
 	}
-	// The raw body: Fiber's buffer, valid until the handler returns, which is after the write.
+	// The raw body is Fiber's buffer, and the events' slice and parties are room's: both stay
+	// valid until the handler returns, which is after the write and after the response's body
+	// is written. Ingest keeps nothing of them past it.
+	room := a.rooms.Get().(*event.Room)
+	defer func() {
+		room.Forget()
+		a.rooms.Put(room)
+	}()
 	parser := a.parsers.Get().(*event.Parser)
-	events, _, err := parser.Parse(c.Request().Body())
+	events, _, err := parser.ParseInto(room, c.Request().Body())
 	a.parsers.Put(parser) // the events share no memory with it
 	if err != nil {
 		return refuse(func() error {

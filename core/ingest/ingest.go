@@ -236,7 +236,8 @@ func (r Result) Created() bool {
 
 // Ingest processes one report of orgID's, already authenticated, decoded and validated: plan,
 // caller lookup (call_received only, not for one already on file), popup, then one atomic write.
-// The Bodies of events must stay valid until Ingest returns.
+// events, their Bodies and what they point to must stay valid and unchanged until Ingest
+// returns; Ingest keeps nothing of them afterwards, so its caller may then reuse their memory.
 //
 // check, when not nil, is the proof that the reporter's key is live; the store runs it with the
 // read that precedes any popup and with the write, so a key revoked a moment ago can neither
@@ -340,6 +341,7 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 		if outcome != popup.LookupFailed && outcome != popup.LookupNotSet {
 			pc.write.Clients = mustJSON(clients)
 		}
+		// The publisher gets parties of its own: the events' are the caller's memory.
 		p := popup.Popup{
 			ID:             PopupID(orgID, ref.Provider, ref.ProviderCallID),
 			OrgID:          orgID,
@@ -348,8 +350,8 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 			ProviderCallID: ref.ProviderCallID,
 			Locations:      popup.UniqueLocations(e.EffectiveLocations()),
 			Direction:      string(e.Call.Direction),
-			From:           e.Call.From,
-			To:             e.Call.To,
+			From:           copyParty(e.Call.From),
+			To:             copyParty(e.Call.To),
 			Trunk:          e.Call.Trunk,
 			Clients:        clients,
 			OccurredAt:     e.OccurredAt,
@@ -369,6 +371,15 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 	}
 	wg.Wait()
 	return nil
+}
+
+// copyParty returns a copy of *p, or nil for nil.
+func copyParty(p *event.Party) *event.Party {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
 }
 
 // lookup asks who is calling; ctx bounds the lookup (ring gives it the request's lookup deadline).

@@ -374,6 +374,32 @@ func TestOnlyCallReceivedRings(t *testing.T) {
 	}
 }
 
+// TestPopupKeepsNothingOfTheEvents: once Ingest returns, its caller may reuse the events'
+// memory (the service's parser does), and a popup the publisher kept must not change with it.
+func TestPopupKeepsNothingOfTheEvents(t *testing.T) {
+	r := newRecorder()
+	s := newService(t, r)
+	events := parse(t, batch(ev("call_received", "a", 0, t0, ""), ev("call_received", "b", 0, t0, "")))
+	if _, err := s.Ingest(t.Context(), "org1", "t", events, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.popups) != 2 {
+		t.Fatalf("%d popups, want 2", len(r.popups))
+	}
+	var want []string
+	for _, p := range r.popups {
+		want = append(want, fmt.Sprint(*p.From))
+	}
+	for i := range events {
+		*events[i].Event.Call.From = event.Party{Number: "+15550000000"}
+	}
+	for i, p := range r.popups {
+		if got := fmt.Sprint(*p.From); got != want[i] {
+			t.Errorf("popup %d's parties changed with the events' memory: %s, was %s", i, got, want[i])
+		}
+	}
+}
+
 func TestAnonymousCallerPopsUpWithoutLookup(t *testing.T) {
 	r := newRecorder()
 	s := newService(t, r)

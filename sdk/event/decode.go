@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,14 +34,14 @@ type Parsed struct {
 // with paths such as "occurredAt" for a single event and "events[2].call.direction" in a batch.
 func ParseBody(data []byte) ([]Parsed, bool, error) {
 	var s scanner
-	return parseBody(&s, data)
+	return parseBody(&s, data, nil)
 }
 
 // A Parser decodes request bodies as ParseBody does, and keeps the memory it reads a body's JSON
 // into for the next body (up to about 200 KiB), so that a service decoding body after body
 // allocates little more than the events it returns. The zero Parser is ready to use. A Parser
-// must not be used by two goroutines at once; the events it returns share no memory with it and
-// stay valid after its next Parse.
+// must not be used by two goroutines at once. The events it returns share no memory with it:
+// it may parse the next body while they are in use.
 type Parser struct {
 	s scanner
 }
@@ -48,11 +49,41 @@ type Parser struct {
 // Parse is ParseBody with p's memory.
 func (p *Parser) Parse(data []byte) ([]Parsed, bool, error) {
 	defer p.s.reset()
-	return parseBody(&p.s, data)
+	return parseBody(&p.s, data, nil)
 }
 
-// parseBody is ParseBody reading the tree with s.
-func parseBody(s *scanner, data []byte) ([]Parsed, bool, error) {
+// ParseInto is Parse, except that the slice of events it returns and the parties they point to
+// (Call.From, Call.To and TransferTo) are r's memory: r's next ParseInto overwrites them and
+// r.Forget clears them, so they are valid until then, and nothing may keep them past it.
+// Everything else the events hold (their strings, locations, numbers, Raw, Body and Block) is as
+// Parse gives it. A service that is done with a body's events before it reads another body into
+// the same Room saves allocating them for every body: for a batch of 50 events, about half of
+// what Parse allocates.
+func (p *Parser) ParseInto(r *Room, data []byte) ([]Parsed, bool, error) {
+	defer p.s.reset()
+	return parseBody(&p.s, data, r)
+}
+
+// A Room is memory for one body's events, which ParseInto decodes into and keeps for the next
+// body: about 30 KB for a batch of 50 events. The zero Room is ready to use. A Room must not be
+// used by two goroutines at once.
+type Room struct {
+	// events and parties are the last body's events, and the parties they point to.
+	events  []Parsed
+	parties []Party
+}
+
+// Forget clears the events ParseInto last decoded into r, and their parties, so that r keeps
+// nothing of that body (their strings would keep its text from being collected) while it waits
+// for the next. Those events are not valid afterwards.
+func (r *Room) Forget() {
+	clear(r.events[:cap(r.events)])
+	clear(r.parties[:cap(r.parties)])
+}
+
+// parseBody is ParseBody reading the tree with s. With shared, the events and their parties are
+// decoded into shared's memory, which keeps them for its next body.
+func parseBody(s *scanner, data []byte, shared *Room) ([]Parsed, bool, error) {
 	root, err := parseTree(s, data)
 	if err != nil {
 		return nil, false, &ValidationError{Problems: []Problem{{Field: "body", Message: err.Error()}}}
@@ -81,9 +112,16 @@ func parseBody(s *scanner, data []byte) ([]Parsed, bool, error) {
 			d.ps.add("events", "must hold at most "+strconv.Itoa(MaxBatch)+" events, got "+strconv.Itoa(len(ev.items)))
 		}
 		if ev.kind == kindArray && len(ev.items) <= MaxBatch {
-			out = make([]Parsed, 0, len(ev.items))
 			// Most events name both parties.
-			parties := make([]Party, 0, 2*len(ev.items))
+			var parties []Party
+			if shared != nil {
+				out = slices.Grow(shared.events[:0], len(ev.items))
+				parties = slices.Grow(shared.parties[:0], 2*len(ev.items))
+				shared.events, shared.parties = out, parties
+			} else {
+				out = make([]Parsed, 0, len(ev.items))
+				parties = make([]Party, 0, 2*len(ev.items))
+			}
 			d.parties = &parties
 		}
 		for i, item := range ev.items {
@@ -107,8 +145,19 @@ func parseBody(s *scanner, data []byte) ([]Parsed, bool, error) {
 				out = append(out, p)
 			}
 		}
-	} else if p, ok := d.event(root, ""); ok {
-		out = append(out, p)
+	} else {
+		if shared != nil {
+			// One event names at most three parties.
+			parties := slices.Grow(shared.parties[:0], 3)
+			shared.parties, d.parties = parties, &parties
+			out = shared.events[:0]
+		}
+		if p, ok := d.event(root, ""); ok {
+			out = append(out, p)
+			if shared != nil {
+				shared.events = out
+			}
+		}
 	}
 	if err := d.result(); err != nil {
 		return nil, batch, err
@@ -131,6 +180,7 @@ func (d *decoder) newParty() *Party {
 	}
 	s := (*d.parties)[:len(*d.parties)+1]
 	*d.parties = s
+	s[len(s)-1] = Party{} // a shared Parser's room holds the parties of an earlier body
 	return &s[len(s)-1]
 }
 

@@ -776,6 +776,51 @@ func TestParserAgreesWithParseBody(t *testing.T) {
 	}
 }
 
+// TestParseIntoAgreesWithParseBody runs every decode case through one Parser and one Room, in
+// turn, and holds each to ParseBody: whatever an earlier body left in the Room, and whether or
+// not it was forgotten in between.
+func TestParseIntoAgreesWithParseBody(t *testing.T) {
+	var (
+		p Parser
+		r Room
+	)
+	for i, tc := range decodeCases() {
+		want, wantBatch, wantErr := ParseBody([]byte(tc.body))
+		got, gotBatch, gotErr := p.ParseInto(&r, []byte(tc.body))
+		if !reflect.DeepEqual(got, want) || gotBatch != wantBatch || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("%s: ParseInto gave %v %v %v, ParseBody %v %v %v", tc.name, got, gotBatch, gotErr, want, wantBatch, wantErr)
+		}
+		if i%2 == 0 {
+			r.Forget()
+		}
+	}
+}
+
+// TestRoomForgets: after Forget, a Room holds nothing of the last body.
+func TestRoomForgets(t *testing.T) {
+	var (
+		p Parser
+		r Room
+	)
+	if _, _, err := p.ParseInto(&r, []byte(bulk())); err != nil {
+		t.Fatal(err)
+	}
+	if cap(r.events) == 0 || cap(r.parties) == 0 {
+		t.Fatal("ParseInto kept no memory for the next body")
+	}
+	r.Forget()
+	for _, e := range r.events[:cap(r.events)] {
+		if !reflect.DeepEqual(e, Parsed{}) {
+			t.Fatalf("a kept event is not cleared: %+v", e)
+		}
+	}
+	for _, pt := range r.parties[:cap(r.parties)] {
+		if pt != (Party{}) {
+			t.Fatalf("a kept party is not cleared: %+v", pt)
+		}
+	}
+}
+
 // TestParserKeepsBoundedMemory: after a body that is nearly all tree, a Parser keeps no more
 // than its bound, and nothing of the body.
 func TestParserKeepsBoundedMemory(t *testing.T) {
@@ -802,7 +847,8 @@ func TestParserKeepsBoundedMemory(t *testing.T) {
 }
 
 // TestParserAllocatesLess: a Parser reading a batch of 50 events for the second time allocates
-// a small part of the bytes ParseBody does: the events and the body's copy, not the tree.
+// a small part of the bytes ParseBody does: the events and the body's copy, not the tree; and
+// into a reused Room, less again: the body's copy, not the events.
 func TestParserAllocatesLess(t *testing.T) {
 	body := []byte(bulk())
 	var p Parser
@@ -823,5 +869,10 @@ func TestParserAllocatesLess(t *testing.T) {
 	if reused > once*3/5 {
 		t.Errorf("a reused Parser allocated %d bytes a body, ParseBody %d", reused, once)
 	}
-	t.Logf("bytes allocated per batch of 50: ParseBody %d, reused Parser %d", once, reused)
+	var r Room
+	into := bytesPer(func() { _, _, _ = p.ParseInto(&r, body) })
+	if into > reused*3/4 {
+		t.Errorf("ParseInto allocated %d bytes a body, Parse %d", into, reused)
+	}
+	t.Logf("bytes allocated per batch of 50: ParseBody %d, reused Parser %d, ParseInto a reused Room %d", once, reused, into)
 }

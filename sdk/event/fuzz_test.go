@@ -31,6 +31,7 @@ func FuzzParseBody(f *testing.F) {
 	var (
 		mu     sync.Mutex
 		parser Parser
+		room   Room // each input is also read into it
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := bytes.Clone(data)
@@ -40,9 +41,16 @@ func FuzzParseBody(f *testing.F) {
 		}
 		mu.Lock()
 		again, againBatch, againErr := parser.Parse(data)
-		mu.Unlock()
 		if !reflect.DeepEqual(again, parsed) || againBatch != isBatch || fmt.Sprint(againErr) != fmt.Sprint(err) {
+			mu.Unlock()
 			t.Fatalf("a reused Parser decoded %q differently from ParseBody:\n%v %v %v\n%v %v %v",
+				data, again, againBatch, againErr, parsed, isBatch, err)
+		}
+		again, againBatch, againErr = parser.ParseInto(&room, data)
+		same := reflect.DeepEqual(again, parsed) && againBatch == isBatch && fmt.Sprint(againErr) == fmt.Sprint(err)
+		mu.Unlock()
+		if !same {
+			t.Fatalf("ParseInto decoded %q differently from ParseBody:\n%v %v %v\n%v %v %v",
 				data, again, againBatch, againErr, parsed, isBatch, err)
 		}
 		if err != nil {
