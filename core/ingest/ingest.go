@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,6 +80,8 @@ type Service struct {
 	opts    Options
 	log     *slog.Logger
 	metrics metrics
+	// plans are *planMemory, each used by one request at a time.
+	plans sync.Pool
 }
 
 type metrics struct {
@@ -192,7 +195,9 @@ func New(o Options) (*Service, error) {
 			}
 		}
 	}
-	return &Service{opts: o, log: log, metrics: m}, nil
+	s := &Service{opts: o, log: log, metrics: m}
+	s.plans.New = func() any { return new(planMemory) }
+	return s, nil
 }
 
 // CallResult is what a report did to one call.
@@ -251,14 +256,21 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 		return Result{}, errors.New("ingest: no events")
 	}
 	now := s.opts.Now().UTC()
-	calls := plan(orgID, events, now, eventIDs(len(events)))
+	m := s.plans.Get().(*planMemory)
+	defer func() {
+		m.forget()
+		s.plans.Put(m)
+	}()
+	calls := plan(orgID, events, now, eventIDs(len(events)), m)
 	log := reqLog{l: s.log, traceID: traceID, orgID: orgID}
 
 	if err := s.ring(ctx, log, orgID, traceID, events, calls, check); err != nil {
 		return Result{}, err
 	}
 
-	w := store.Write{OrgID: orgID, ReceivedAt: now, Calls: make([]store.CallWrite, len(calls)), Check: check}
+	// The store keeps nothing of the write once it answers.
+	m.callWrites = slices.Grow(m.callWrites[:0], len(calls))[:len(calls)]
+	w := store.Write{OrgID: orgID, ReceivedAt: now, Calls: m.callWrites, Check: check}
 	for i, pc := range calls {
 		w.Calls[i] = pc.write
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -125,10 +126,19 @@ func TestPlan(t *testing.T) {
 				}
 			}},
 	}
+	// Each case is planned in fresh memory, and then again in memory every case before it used
+	// (as a Service reuses it): both plans must be alike.
+	used := new(planMemory)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			events := parse(t, tt.body)
-			calls := plan("org1", events, t0.Add(time.Second), newID)
+			start := ids
+			calls := plan("org1", events, t0.Add(time.Second), newID, new(planMemory))
+			ids = start
+			again := plan("org1", events, t0.Add(time.Second), newID, used)
+			if !reflect.DeepEqual(again, calls) {
+				t.Errorf("planned in reused memory:\n%+v\nin fresh memory:\n%+v", again, calls)
+			}
 			if len(calls) != tt.wantCalls {
 				t.Fatalf("calls = %d, want %d", len(calls), tt.wantCalls)
 			}
@@ -145,6 +155,7 @@ func TestPlan(t *testing.T) {
 			if tt.check != nil {
 				tt.check(t, calls)
 			}
+			used.forget()
 		})
 	}
 }
@@ -158,13 +169,13 @@ func TestDedupeKeys(t *testing.T) {
 		{Event: event.Event{Type: event.CallEnded, Sequence: math.MaxInt64}},
 		{Event: event.Event{Type: event.Type(strings.Repeat("t", 70)), Sequence: 7}},
 	}
-	got := dedupeKeys(events)
+	got := dedupeKeys(nil, events)
 	for i := range events {
 		if want := events[i].Event.DedupeKey(); got[i] != want {
 			t.Errorf("event %d: key %q, want %q", i, got[i], want)
 		}
 	}
-	if len(dedupeKeys(nil)) != 0 {
+	if len(dedupeKeys(nil, nil)) != 0 {
 		t.Error("keys for no events")
 	}
 }
@@ -675,7 +686,7 @@ func eachBenchRequest(b *testing.B, once func(b *testing.B, events []event.Parse
 // endpoint does for every request; its allocations are plan's own (the event ids excluded).
 func BenchmarkPlan(b *testing.B) {
 	eachBenchRequest(b, func(b *testing.B, events []event.Parsed) {
-		if calls := plan("org1", events, t0.Add(time.Minute), func() string { return "e" }); len(calls) == 0 {
+		if calls := plan("org1", events, t0.Add(time.Minute), func() string { return "e" }, new(planMemory)); len(calls) == 0 {
 			b.Fatal("no calls")
 		}
 	})

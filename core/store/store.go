@@ -250,7 +250,8 @@ type Store interface {
 	// WriteCalls applies w atomically and returns one result per call, in order. Calls are
 	// locked in a fixed order (provider, then providerCallId) so that concurrent writes touching
 	// the same calls cannot deadlock. An event whose dedupe key is already on file for its call is
-	// not written again and comes back Duplicate with the stored ID.
+	// not written again and comes back Duplicate with the stored ID. It keeps nothing of w once
+	// it returns, so that its caller may reuse w's memory.
 	WriteCalls(ctx context.Context, w Write) ([]CallResult, error)
 	// KnownEvents reports, for each ref in order, whether that event is on file for the
 	// organization. A non-nil check must pass first, or it fails with ErrKeyRejected.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -43,6 +44,40 @@ func eventTests() []contractTest {
 			checkEvent(t, evs[0], c.ID, e1, at(3))
 			checkEvent(t, evs[1], c.ID, e2, at(3)) // the first copy, body and receipt time included
 			checkEvent(t, evs[2], c.ID, e3, at(5))
+		}},
+		{"WriteKeepsNothingOfItsInput", func(t *testing.T, s store.Store) {
+			// A caller may reuse a write's memory once WriteCalls returns (the service reuses
+			// its events' and its bodies'): what was stored must not change with it.
+			org := newOrg(t, s)
+			e1, e2 := ev("call_received", 1, at(1)), ev("call_answered", 2, at(2))
+			c := cw("sip", "call-1", store.StateAnswered, e1, e2)
+			want := c
+			want.Block = bytes.Clone(c.Block)
+			wantEvents := []store.EventWrite{e1, e2}
+			for i := range wantEvents {
+				wantEvents[i].Body = bytes.Clone(wantEvents[i].Body)
+			}
+			w := store.Write{OrgID: org, ReceivedAt: at(3), Calls: []store.CallWrite{c}}
+			write(t, s, w)
+			scribble := func(b []byte) {
+				for i := range b {
+					b[i] = ' '
+				}
+			}
+			scribble(c.Block)
+			for i := range c.Events {
+				scribble(c.Events[i].Body)
+				c.Events[i] = store.EventWrite{}
+			}
+			w.Calls[0] = store.CallWrite{}
+			call, evs := getCall(t, s, org, "sip", "call-1")
+			checkCall(t, call, org, want)
+			if len(evs) != 2 {
+				t.Fatalf("GetCall returned %d events, want 2", len(evs))
+			}
+			for i, e := range evs {
+				checkEvent(t, e, call.ID, wantEvents[i], at(3))
+			}
 		}},
 		{"BatchPartlyOnFile", func(t *testing.T, s store.Store) {
 			// A batch of several calls whose events are some on file, some new, spread over
