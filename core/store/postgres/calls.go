@@ -122,13 +122,15 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 	}
 	for i := range w.Calls {
 		c := &w.Calls[i]
-		seen := make(map[string]bool, len(c.Events))
-		for _, e := range c.Events {
-			if seen[e.DedupeKey] {
-				return nil, fmt.Errorf("postgres: write calls: call %q/%q: dedupe key %q appears twice",
-					c.Provider, c.ProviderCallID, e.DedupeKey)
+		// A call holds a request's events, at most event.MaxBatch: comparing each pair costs
+		// less than a map for every call.
+		for j := range c.Events {
+			for k := range j {
+				if c.Events[k].DedupeKey == c.Events[j].DedupeKey {
+					return nil, fmt.Errorf("postgres: write calls: call %q/%q: dedupe key %q appears twice",
+						c.Provider, c.ProviderCallID, c.Events[j].DedupeKey)
+				}
 			}
-			seen[e.DedupeKey] = true
 		}
 	}
 	return s.writeGrouped(ctx, w)
@@ -196,14 +198,14 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int, recei
 	}
 	defer conn.Release()
 
-	p := s.params.Get().(*params)
+	p := s.getWriteParams()
 	var results []store.CallResult
 	if len(w.Calls) > 1 {
 		results, err = writeMany(ctx, conn, w, order, received, p)
 	} else {
 		results, err = s.writeOne(ctx, conn, w, p)
 	}
-	s.params.Put(p)
+	s.putWriteParams(p)
 	if err != nil {
 		return nil, classify(ctx, conn, err)
 	}
@@ -297,13 +299,13 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 	}
 	defer conn.Release()
 	if len(refs) > 0 {
-		p := s.params.Get().(*params)
+		p := s.readParams.Get().(*params)
 		if len(refs) == 1 {
 			err = ringingOne(ctx, conn, orgID, refs[0], check, &out[0], p)
 		} else {
 			err = ringingMany(ctx, conn, orgID, refs, check, out, p)
 		}
-		s.params.Put(p)
+		s.readParams.Put(p)
 		if err != nil {
 			if pgCode(err) == codeKeyRejected {
 				return nil, fmt.Errorf("postgres: ringing: %w", store.ErrKeyRejected)

@@ -25,6 +25,33 @@ import (
 // array_recv, textrecv, json_recv, int2recv, int8recv, timestamptz_recv and bytearecv) into one
 // buffer that the store keeps for the next write.
 
+// getWriteParams returns params no other write uses: one a finished write left, or a new one.
+//
+// A write's params keep buffers the size of its statement, up to a group's (256 events, some
+// 120 KB each for the parameters and for the buffer lent to the connection). In a sync.Pool,
+// shared with the reads, every params a read had taken came to hold a write's buffers too, and
+// under the bulk mix the statements' buffers were half the server's live heap (7 to 8 MB), which
+// under the memory limit leaves that much less between collections. Writes run only with a
+// place at the gate, so as many params as places serve them all, kept across collections, and
+// the reads keep their small ones apart.
+func (s *Store) getWriteParams() *params {
+	select {
+	case p := <-s.writeParams:
+		return p
+	default:
+		return new(params)
+	}
+}
+
+// putWriteParams gives p back for the next write; it is dropped when the store keeps as many as
+// there are places, which no write beyond the gate's should make.
+func (s *Store) putWriteParams(p *params) {
+	select {
+	case s.writeParams <- p:
+	default:
+	}
+}
+
 // params is a statement's parameters in binary format, written one after the other.
 type params struct {
 	buf []byte

@@ -50,8 +50,12 @@ type Store struct {
 	acquireTimeout time.Duration
 	// oneCall[checked][n] is the one-statement write of one call with n events (oneCallSQL).
 	oneCall [2][maxEventRows + 1]string
-	// params are *params, each used by one write at a time (writeMany, writeOne).
-	params sync.Pool
+	// writeParams holds the *params of the writes (writeMany, writeOne) no write is using: at
+	// most one per place at the gate, which bounds the writes running (see getWriteParams).
+	// readParams are the reads' *params (ringingOne, ringingMany), each used by one read at a
+	// time.
+	writeParams chan *params
+	readParams  sync.Pool
 	// queue holds the writes waiting; gate holds a place per write running (group.go).
 	queue writeq.Queue
 	gate  chan struct{}
@@ -87,7 +91,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 		cfg.MinConns = cfg.MaxConns
 	}
 	s := &Store{acquireTimeout: opts.AcquireTimeout}
-	s.params.New = func() any { return new(params) }
+	s.readParams.New = func() any { return new(params) }
 	for n := 1; n <= maxEventRows; n++ {
 		s.oneCall[0][n], s.oneCall[1][n] = oneCallSQL(n, false), oneCallSQL(n, true)
 	}
@@ -97,6 +101,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 	// Half the pool writes at once: the other half is left to the reads (a ring's read comes
 	// before its write), and writes that wait meanwhile are grouped (group.go).
 	s.gate = make(chan struct{}, max(1, cfg.MaxConns/2))
+	s.writeParams = make(chan *params, cap(s.gate))
 	var err error
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
