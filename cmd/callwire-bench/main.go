@@ -299,6 +299,11 @@ type phaseReport struct {
 	// ServerRSSMiB is the server's resident memory at the end of the phase, where the system
 	// tells.
 	ServerRSSMiB *float64 `json:"serverRssMiB,omitempty"`
+	// ServerBytesPerEvent and ServerGCsPer10kEvents are what the server's runtime allocated per
+	// event stored, and how many collections it ran per 10,000, during a service phase (read
+	// from its /metrics).
+	ServerBytesPerEvent   *float64 `json:"serverBytesPerEvent,omitempty"`
+	ServerGCsPer10kEvents *float64 `json:"serverGcsPer10kEvents,omitempty"`
 	// Database is what PostgreSQL did during the phase, where it tells.
 	Database *dbDelta `json:"database,omitempty"`
 	// HostShare is the share of the machine's CPU time its host took during the phase, where
@@ -578,9 +583,11 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 				if o.store == storePostgres {
 					dbBefore = sampleDB(ctx, schemaURL)
 				}
+				rtBefore := sampleRuntime(ctx, client, "http://"+srv.addr)
 				before := sampleCPU(srv.cmd.Process.Pid)
 				pr, err := runPhase(ctx, spec(label, o.duration, kind), mix, doers[kind])
 				after := sampleCPU(srv.cmd.Process.Pid)
+				rtAfter := sampleRuntime(ctx, client, "http://"+srv.addr)
 				if o.store == storePostgres {
 					dbAfter = sampleDB(ctx, schemaURL)
 				}
@@ -617,6 +624,9 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 				if after.serverRSS > 0 {
 					m := float64(after.serverRSS) / (1 << 20)
 					p.ServerRSSMiB = &m
+				}
+				if kind == "service" {
+					p.ServerBytesPerEvent, p.ServerGCsPer10kEvents = runtimeDelta(rtBefore, rtAfter, pr.Events)
 				}
 				if after.serverPeak > 0 {
 					peakRSS = max(peakRSS, float64(after.serverPeak)/(1<<20))
@@ -884,7 +894,7 @@ func printBudget(w io.Writer, phases []phaseReport) {
 func printMix(w io.Writer, r mixReport) {
 	fmt.Fprintf(w, "\n== %s mix: %s\n\n", r.Mix, r.Description)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tround\tcalls\trequests\tevents\tseconds\tevents/s\tp50 ms\tp99 ms\tcores: bench\tserver\tpostgres\tserver RSS MiB\thost took\t")
+	fmt.Fprintln(tw, "phase\tround\tcalls\trequests\tevents\tseconds\tevents/s\tp50 ms\tp99 ms\tcores: bench\tserver\tpostgres\tserver RSS MiB\tbytes/event\tGCs/10k events\thost took\t")
 	worst := 0.0
 	for _, p := range r.Phases {
 		rss := "-"
@@ -896,8 +906,13 @@ func printMix(w io.Writer, r mixReport) {
 			host = fmt.Sprintf("%.0f%%", *p.HostShare*100)
 			worst = max(worst, *p.HostShare)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n", p.Kind, p.Round, p.Calls, p.Requests,
-			p.Events, p.Seconds, p.EventsPerSec, p.P50ms, p.P99ms, cores(p.BenchCores), cores(p.ServerCores), cores(p.PostgresCores), rss, host)
+		alloc, gcs := "-", "-"
+		if p.ServerBytesPerEvent != nil && p.ServerGCsPer10kEvents != nil {
+			alloc, gcs = fmt.Sprintf("%.0f", *p.ServerBytesPerEvent), fmt.Sprintf("%.2f", *p.ServerGCsPer10kEvents)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", p.Kind, p.Round, p.Calls, p.Requests,
+			p.Events, p.Seconds, p.EventsPerSec, p.P50ms, p.P99ms, cores(p.BenchCores), cores(p.ServerCores), cores(p.PostgresCores), rss,
+			alloc, gcs, host)
 	}
 	tw.Flush()
 	if worst > maxHostShare {
