@@ -81,6 +81,16 @@ func (r *Room) Forget() {
 	clear(r.parties[:cap(r.parties)])
 }
 
+// take returns room for a body's events and their parties, with capacity for events and
+// parties of them: r's, grown as needed and kept for its next body, or new ones when r is nil.
+func (r *Room) take(events, parties int) ([]Parsed, []Party) {
+	if r == nil {
+		return make([]Parsed, 0, events), make([]Party, 0, parties)
+	}
+	r.events, r.parties = slices.Grow(r.events[:0], events), slices.Grow(r.parties[:0], parties)
+	return r.events, r.parties
+}
+
 // parseBody is ParseBody reading the tree with s. With shared, the events and their parties are
 // decoded into shared's memory, which keeps them for its next body.
 func parseBody(s *scanner, data []byte, shared *Room) ([]Parsed, bool, error) {
@@ -114,14 +124,7 @@ func parseBody(s *scanner, data []byte, shared *Room) ([]Parsed, bool, error) {
 		if ev.kind == kindArray && len(ev.items) <= MaxBatch {
 			// Most events name both parties.
 			var parties []Party
-			if shared != nil {
-				out = slices.Grow(shared.events[:0], len(ev.items))
-				parties = slices.Grow(shared.parties[:0], 2*len(ev.items))
-				shared.events, shared.parties = out, parties
-			} else {
-				out = make([]Parsed, 0, len(ev.items))
-				parties = make([]Party, 0, 2*len(ev.items))
-			}
+			out, parties = shared.take(len(ev.items), 2*len(ev.items))
 			d.parties = &parties
 		}
 		for i, item := range ev.items {
@@ -146,17 +149,12 @@ func parseBody(s *scanner, data []byte, shared *Room) ([]Parsed, bool, error) {
 			}
 		}
 	} else {
-		if shared != nil {
-			// One event names at most three parties.
-			parties := slices.Grow(shared.parties[:0], 3)
-			shared.parties, d.parties = parties, &parties
-			out = shared.events[:0]
-		}
+		// One event names at most three parties.
+		var parties []Party
+		out, parties = shared.take(1, 3)
+		d.parties = &parties
 		if p, ok := d.event(root, ""); ok {
 			out = append(out, p)
-			if shared != nil {
-				shared.events = out
-			}
 		}
 	}
 	if err := d.result(); err != nil {
@@ -180,7 +178,7 @@ func (d *decoder) newParty() *Party {
 	}
 	s := (*d.parties)[:len(*d.parties)+1]
 	*d.parties = s
-	s[len(s)-1] = Party{} // a shared Parser's room holds the parties of an earlier body
+	s[len(s)-1] = Party{} // a Room holds the parties of an earlier body
 	return &s[len(s)-1]
 }
 
