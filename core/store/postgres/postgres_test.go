@@ -411,7 +411,7 @@ func TestRefusedForGood(t *testing.T) {
 }
 
 // BenchmarkRinging reads what a ring needs to know of calls on file, for one ref (a call's
-// call_received) and for ten (a batch of ten calls), with the key check a request carries.
+// call_received) and for batches of three, ten and fifty calls.
 func BenchmarkRinging(b *testing.B) {
 	s := openStore(b, pgtest.URL(b), postgres.Options{})
 	org := newID()
@@ -419,7 +419,7 @@ func BenchmarkRinging(b *testing.B) {
 		b.Fatal(err)
 	}
 	var ids []string
-	for i := range 10 {
+	for i := range 50 {
 		ids = append(ids, fmt.Sprintf("ring-%d", i))
 	}
 	w := sampleWrite(org, 3, ids...)
@@ -430,7 +430,7 @@ func BenchmarkRinging(b *testing.B) {
 	for _, c := range w.Calls {
 		refs = append(refs, store.EventRef{Provider: c.Provider, ProviderCallID: c.ProviderCallID, DedupeKey: c.Events[0].DedupeKey})
 	}
-	for _, n := range []int{1, 10} {
+	for _, n := range []int{1, 3, 10, 50} {
 		b.Run(fmt.Sprintf("refs=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -1,0 +1,114 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/postgres/pgtest"
+)
+
+// TestHotStatementsKeepTheirPlans runs every statement of the write path (the ringing reads and
+// the writes, with and without a key check, resends included) many times with shapes that vary
+// as reports do, on one connection, then asks PostgreSQL how it planned them. A prepared
+// statement is planned afresh for its first five runs; after that it should run its cached
+// generic plan. One whose custom plans stay cheaper than the generic one in the planner's
+// estimates (an array's length it can see in each run's parameters, say) is planned on every
+// run, which costs PostgreSQL more than running it.
+func TestHotStatementsKeepTheirPlans(t *testing.T) {
+	s, err := Open(t.Context(), pgtest.URL(t), Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	org := uuid.NewString()
+	if err := s.CreateOrg(t.Context(), store.Org{ID: org, Name: "clinic"}); err != nil {
+		t.Fatal(err)
+	}
+	check := liveKey(t, s, org)
+
+	now := time.Now().UTC()
+	write := func(round, calls, events int) store.Write {
+		w := store.Write{OrgID: org, ReceivedAt: now}
+		for i := range calls {
+			c := store.CallWrite{ID: uuid.NewString(), Provider: "sip", ProviderCallID: fmt.Sprintf("r%d-c%d", round, i),
+				Direction: "inbound", State: store.StateRinging, Block: json.RawMessage(`{}`),
+				BlockAt: now, FirstAt: now, LastAt: now}
+			for j := range events {
+				c.Events = append(c.Events, store.EventWrite{ID: uuid.NewString(), Type: "call_received",
+					DedupeKey: fmt.Sprintf("call_received:%d", j), Sequence: int64(j), OccurredAt: now, OrderAt: now,
+					Body: json.RawMessage(`{"type":"call_received"}`)})
+			}
+			w.Calls = append(w.Calls, c)
+		}
+		return w
+	}
+	refs := func(w store.Write) []store.EventRef {
+		var out []store.EventRef
+		for _, c := range w.Calls {
+			out = append(out, store.EventRef{Provider: c.Provider, ProviderCallID: c.ProviderCallID, DedupeKey: c.Events[0].DedupeKey})
+		}
+		return out
+	}
+	const rounds = 40
+	for r := range rounds {
+		for _, chk := range []*store.KeyCheck{nil, check} {
+			round := 2*r + len(fmt.Sprint(chk != nil)) // distinct calls per round and check
+			// Several calls (2 to 9), a few events each; one call with more events than rows.
+			for _, w := range []store.Write{write(round, 2+r%8, 1+r%3), write(round+3000, 10+r%41, 1), write(round+1000, 1, 5+r%6), write(round+2000, 1, 1+r%4)} {
+				w.Check = chk
+				if _, err := s.Ringing(t.Context(), org, refs(w), chk); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.WriteCalls(t.Context(), w); err != nil {
+					t.Fatal(err)
+				}
+				// The resend: every ringing on file, every event a duplicate.
+				if _, err := s.Ringing(t.Context(), org, refs(w), chk); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.WriteCalls(t.Context(), w); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+
+	conn, err := s.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	rows, err := conn.Query(t.Context(), `SELECT name, generic_plans, custom_plans, left(regexp_replace(statement, '\s+', ' ', 'g'), 60) FROM pg_prepared_statements ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var name, stmt string
+		var generic, custom int64
+		if err := rows.Scan(&name, &generic, &custom, &stmt); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		t.Logf("%s: %d generic plans, %d custom: %s", name, generic, custom, stmt)
+		if generic+custom >= rounds && custom > 5 {
+			t.Errorf("%s was planned for %d of its %d runs; it should run its generic plan after five",
+				name, custom, generic+custom)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 {
+		t.Fatal("no prepared statement of the store's found")
+	}
+}
