@@ -110,7 +110,7 @@ func TestTakeGroups(t *testing.T) {
 // outcome: its calls' results, its own received time on its events, and, when one write of the
 // group is at fault, an error of its own while the others are stored.
 func TestWriteGroup(t *testing.T) {
-	s, org := openWithOrg(t)
+	s, org := openWithOrg(t, Options{})
 	check := liveKey(t, s, org)
 	base := time.Now().UTC().Truncate(time.Microsecond)
 	write := func(received time.Time, calls ...string) store.Write {

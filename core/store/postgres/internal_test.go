@@ -96,6 +96,24 @@ func openCounting(t *testing.T) (*Store, func() int) {
 	}
 }
 
+// shapedWrite returns a write of org's: calls new calls filed under tag, each with events events
+// of type typ.
+func shapedWrite(org string, now time.Time, tag string, calls, events int, typ string) store.Write {
+	w := store.Write{OrgID: org, ReceivedAt: now}
+	for i := range calls {
+		c := store.CallWrite{ID: uuid.NewString(), Provider: "sip", ProviderCallID: fmt.Sprintf("%s-c%d", tag, i),
+			Direction: "inbound", State: store.StateRinging, Block: json.RawMessage(`{}`),
+			BlockAt: now, FirstAt: now, LastAt: now}
+		for j := range events {
+			c.Events = append(c.Events, store.EventWrite{ID: uuid.NewString(), Type: typ,
+				DedupeKey: fmt.Sprintf("%s:%d", typ, j), Sequence: int64(j), OccurredAt: now, OrderAt: now,
+				Body: json.RawMessage(`{"type":"` + typ + `"}`)})
+		}
+		w.Calls = append(w.Calls, c)
+	}
+	return w
+}
+
 // TestWriteCallsOneRoundTrip checks that a Write of many calls and events costs one round trip
 // once the connection has prepared the statements, and a Write that finds some of its events
 // already on file (a resend) one more, to read their IDs.
@@ -109,19 +127,7 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 	writes := 0
 	write := func(calls, events int) store.Write {
 		writes++
-		w := store.Write{OrgID: org, ReceivedAt: now}
-		for i := range calls {
-			c := store.CallWrite{ID: uuid.NewString(), Provider: "sip", ProviderCallID: fmt.Sprintf("w%d-c%d", writes, i),
-				Direction: "inbound", State: store.StateRinging, Block: json.RawMessage(`{}`),
-				BlockAt: now, FirstAt: now, LastAt: now}
-			for j := range events {
-				c.Events = append(c.Events, store.EventWrite{ID: uuid.NewString(), Type: "call_hold",
-					DedupeKey: fmt.Sprintf("call_hold:%d", j), Sequence: int64(j), OccurredAt: now, OrderAt: now,
-					Body: json.RawMessage(`{"type":"call_hold"}`)})
-			}
-			w.Calls = append(w.Calls, c)
-		}
-		return w
+		return shapedWrite(org, now, fmt.Sprintf("w%d", writes), calls, events, "call_hold")
 	}
 	// Warm up: the first Write of each shape on a connection prepares the statements it has not
 	// prepared yet, a round trip each. One call with a few events is one statement, its events
@@ -214,11 +220,11 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 	}
 }
 
-// openWithOrg returns a migrated store of the default pool, in a schema of the test's own, and
-// an organization on file.
-func openWithOrg(t *testing.T) (*Store, string) {
+// openWithOrg returns a migrated store opened with opts, in a schema of the test's own, and an
+// organization on file.
+func openWithOrg(t *testing.T, opts Options) (*Store, string) {
 	t.Helper()
-	s, err := Open(t.Context(), pgtest.URL(t), Options{})
+	s, err := Open(t.Context(), pgtest.URL(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +253,7 @@ func liveKey(t *testing.T, s *Store, org string) *store.KeyCheck {
 // TestKeyCheckFalseRejects replaces callwire_check_key with one that returns false instead of
 // raising: every guarded read and write must still refuse, and write nothing.
 func TestKeyCheckFalseRejects(t *testing.T) {
-	s, org := openWithOrg(t)
+	s, org := openWithOrg(t, Options{})
 	check := liveKey(t, s, org)
 	if _, err := s.pool.Exec(t.Context(), `CREATE OR REPLACE FUNCTION callwire_check_key(p_client_id text,
 		p_secret_hash bytea, p_at timestamptz) RETURNS boolean LANGUAGE sql STABLE AS 'SELECT false'`); err != nil {

@@ -1,15 +1,11 @@
 package postgres
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/callwire/callwire/core/store"
-	"github.com/callwire/callwire/core/store/postgres/pgtest"
 )
 
 // TestHotStatementsKeepTheirPlans runs every statement of the write path (the ringing reads and
@@ -20,35 +16,12 @@ import (
 // estimates (an array's length it can see in each run's parameters, say) is planned on every
 // run, which costs PostgreSQL more than running it.
 func TestHotStatementsKeepTheirPlans(t *testing.T) {
-	s, err := Open(t.Context(), pgtest.URL(t), Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	org := uuid.NewString()
-	if err := s.CreateOrg(t.Context(), store.Org{ID: org, Name: "clinic"}); err != nil {
-		t.Fatal(err)
-	}
+	s, org := openWithOrg(t, Options{MaxConns: 1}) // one connection: every statement's plans on it
 	check := liveKey(t, s, org)
 
 	now := time.Now().UTC()
 	write := func(round, calls, events int) store.Write {
-		w := store.Write{OrgID: org, ReceivedAt: now}
-		for i := range calls {
-			c := store.CallWrite{ID: uuid.NewString(), Provider: "sip", ProviderCallID: fmt.Sprintf("r%d-c%d", round, i),
-				Direction: "inbound", State: store.StateRinging, Block: json.RawMessage(`{}`),
-				BlockAt: now, FirstAt: now, LastAt: now}
-			for j := range events {
-				c.Events = append(c.Events, store.EventWrite{ID: uuid.NewString(), Type: "call_received",
-					DedupeKey: fmt.Sprintf("call_received:%d", j), Sequence: int64(j), OccurredAt: now, OrderAt: now,
-					Body: json.RawMessage(`{"type":"call_received"}`)})
-			}
-			w.Calls = append(w.Calls, c)
-		}
-		return w
+		return shapedWrite(org, now, fmt.Sprintf("r%d", round), calls, events, "call_received")
 	}
 	refs := func(w store.Write) []store.EventRef {
 		var out []store.EventRef
