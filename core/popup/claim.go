@@ -110,12 +110,17 @@ func (c *claimSet) claim(org, id string) bool {
 	pos := (c.head + c.n) % len(c.ring)
 	c.ring[pos] = claimEntry{key, now + c.ttl}
 	c.n++
+	c.index(key, pos)
+	return true
+}
+
+// index records in the first free slot of key's probe that key's claim is at ring position pos.
+func (c *claimSet) index(key claimID, pos int) {
 	i := c.home(key)
 	for c.slots[i] != 0 {
 		i = c.next(i)
 	}
 	c.slots[i] = uint32(pos) + 1
-	return true
 }
 
 // home returns the slot key's probe starts from.
@@ -174,11 +179,7 @@ func (c *claimSet) grow() {
 	c.ring, c.head = ring, 0
 	c.slots = make([]uint32, len(ring)+len(ring)/2+1)
 	for k := range c.n {
-		i := c.home(ring[k].key)
-		for c.slots[i] != 0 {
-			i = c.next(i)
-		}
-		c.slots[i] = uint32(k) + 1
+		c.index(ring[k].key, k)
 	}
 }
 

@@ -54,13 +54,7 @@ func TestClaimSetModel(t *testing.T) {
 					t.Fatalf("step %d: %d claims held, want %d", i, c.n, len(order))
 				}
 			}
-			indexed := 0
-			for _, s := range c.slots {
-				if s != 0 {
-					indexed++
-				}
-			}
-			if indexed != c.n {
+			if indexed := c.indexed(); indexed != c.n {
 				t.Errorf("%d claims indexed, %d held", indexed, c.n)
 			}
 		})

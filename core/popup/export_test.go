@@ -17,12 +17,18 @@ func NewMemoryAt(o MemoryOptions, now func() time.Time) *Memory {
 func (m *Memory) ClaimsHeld() (held, indexed int) {
 	m.claims.mu.Lock()
 	defer m.claims.mu.Unlock()
-	for _, s := range m.claims.slots {
+	return m.claims.n, m.claims.indexed()
+}
+
+// indexed returns how many claims c's index holds. The caller holds c.mu or is c's only user.
+func (c *claimSet) indexed() int {
+	n := 0
+	for _, s := range c.slots {
 		if s != 0 {
-			indexed++
+			n++
 		}
 	}
-	return m.claims.n, indexed
+	return n
 }
 
 // PublishAs runs the claim-and-publish step for p with token as its claim's value, as one publish
