@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // runtimeSample is what the server's /metrics told of its Go runtime at one moment.
@@ -36,34 +36,25 @@ func sampleRuntime(ctx context.Context, client *http.Client, base string) runtim
 	return parseRuntime(body)
 }
 
-// parseRuntime reads the bytes allocated and the collections from a Prometheus text exposition.
+// parseRuntime reads the bytes allocated (the counter go_memstats_alloc_bytes_total) and the
+// collections (the count of the summary go_gc_duration_seconds) from a Prometheus text
+// exposition, as the server's client_golang registry writes it. It reports ok false unless the
+// exposition parses and holds both, each with one sample.
 func parseRuntime(body []byte) runtimeSample {
-	var s runtimeSample
-	var haveAlloc, haveGCs bool
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		var dst *float64
-		switch name {
-		case "go_memstats_alloc_bytes_total":
-			dst, haveAlloc = &s.allocated, true
-		case "go_gc_duration_seconds_count":
-			dst, haveGCs = &s.gcs, true
-		default:
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return runtimeSample{}
-		}
-		*dst = v
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return runtimeSample{}
 	}
-	s.ok = haveAlloc && haveGCs && sc.Err() == nil
-	return s
+	alloc, gcs := families["go_memstats_alloc_bytes_total"], families["go_gc_duration_seconds"]
+	if alloc == nil || gcs == nil || len(alloc.GetMetric()) != 1 || len(gcs.GetMetric()) != 1 {
+		return runtimeSample{}
+	}
+	counter, summary := alloc.GetMetric()[0].GetCounter(), gcs.GetMetric()[0].GetSummary()
+	if counter == nil || summary == nil {
+		return runtimeSample{}
+	}
+	return runtimeSample{allocated: counter.GetValue(), gcs: float64(summary.GetSampleCount()), ok: true}
 }
 
 // runtimeDelta returns the bytes the server allocated per event and its collections per 10,000
