@@ -14,49 +14,82 @@ import (
 	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
-// writeStmts are the statements WriteCalls runs, prepared once on the writer connection.
+// writeStmts are the statements WriteCalls runs, prepared once on the writer connection. The
+// multi-row ones come in runs of 1<<k rows, k up to maxRowsLog: a write of n rows runs the
+// largest that fit, then the next, the binary digits of n.
 type writeStmts struct {
 	ready bool
-	// findCall looks a call up by its key.
-	findCall *sql.Stmt
-	// insertCall creates a call.
-	insertCall *sql.Stmt
 	// updateCall merges a write into an existing call and returns its client matches.
 	updateCall *sql.Stmt
 	// findEvent returns the stored ID of an event by its dedupe key.
 	findEvent *sql.Stmt
 	// checkKey runs a KeyCheck.
 	checkKey *sql.Stmt
+	// findCalls[k] returns the ID of each of 1<<k calls on file, by key.
+	findCalls [maxRowsLog + 1]*sql.Stmt
+	// insertCalls[k] creates 1<<k calls, none of them on file.
+	insertCalls [maxRowsLog + 1]*sql.Stmt
 	// insertEvents[k] appends 1<<k events at once, each unless its dedupe key is on file,
 	// returning the call, dedupe key and ID of each stored.
-	insertEvents [maxEventRowsLog + 1]*sql.Stmt
+	insertEvents [maxRowsLog + 1]*sql.Stmt
+	// appendEvents[k] appends 1<<k events none of whose keys is on file, returning nothing.
+	appendEvents [maxRowsLog + 1]*sql.Stmt
 }
 
-// maxEventRowsLog bounds the rows of one event insert: 1<<maxEventRowsLog, 64.
-const maxEventRowsLog = 6
+// maxRowsLog bounds the rows of one multi-row statement: 1<<maxRowsLog, 64.
+const maxRowsLog = 6
 
-// insertEventsSQL appends n events, each unless its dedupe key is on file.
-func insertEventsSQL(n int) string {
-	var b strings.Builder
-	b.WriteString(`INSERT INTO call_events (org_id, event_id, call_id, type, dedupe_key, sequence,
-		provider_event_id, occurred_at, order_at, received_at, body) VALUES `)
+// runLog returns k for the next run of a write with n rows left: the largest 1<<k that fits.
+func runLog(n int) int { return min(bits.Len(uint(n))-1, maxRowsLog) }
+
+// rowsSQL writes n parenthesized rows of m parameters each, comma-separated.
+func rowsSQL(b *strings.Builder, n, m int) {
+	row := "(?" + strings.Repeat(", ?", m-1) + ")"
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString(row)
 	}
-	b.WriteString(` ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING RETURNING call_id, dedupe_key, event_id`)
+}
+
+// findCallsSQL returns, for n keys (each its index, provider and provider call ID), the index
+// and call ID of each key on file, for the organization bound last.
+func findCallsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`WITH k (i, provider, provider_call_id) AS (VALUES `)
+	rowsSQL(&b, n, 3)
+	b.WriteString(`) SELECT k.i, c.call_id FROM k
+		JOIN calls c ON c.org_id = ? AND c.provider = k.provider AND c.provider_call_id = k.provider_call_id`)
+	return b.String()
+}
+
+// insertCallsSQL creates n calls, none of which may be on file: one that is fails the statement.
+func insertCallsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
+		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at) VALUES `)
+	rowsSQL(&b, n, 14)
+	return b.String()
+}
+
+// insertEventsSQL appends n events, each unless its dedupe key is on file, and returns the call,
+// dedupe key and ID of each stored.
+func insertEventsSQL(n int) string {
+	return appendEventsSQL(n) + ` ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING RETURNING call_id, dedupe_key, event_id`
+}
+
+// appendEventsSQL appends n events, none of whose keys may be on file: one that is fails the
+// statement.
+func appendEventsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO call_events (org_id, event_id, call_id, type, dedupe_key, sequence,
+		provider_event_id, occurred_at, order_at, received_at, body) VALUES `)
+	rowsSQL(&b, n, 11)
 	return b.String()
 }
 
 const (
-	findCallSQL = `SELECT call_id FROM calls WHERE org_id = ? AND provider = ? AND provider_call_id = ?`
-
-	insertCallSQL = `INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
-		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-
 	// updateCallSQL reads the old row on every right-hand side, as SQLite does for all of an
 	// UPDATE's SET expressions. The block moves only when (?2, ?3) is not before
 	// (block_seq, block_at); block_seq = max(...) follows from that.
@@ -77,11 +110,6 @@ const (
 
 	checkKeySQL = `SELECT 1 FROM api_keys WHERE client_id = ? AND secret_hash = ?
 		AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`
-
-	// ringingSQL reads, for one call_received, its call's state and whether the event is on file.
-	ringingSQL = `SELECT c.state, EXISTS (SELECT 1 FROM call_events e
-			WHERE e.org_id = c.org_id AND e.call_id = c.call_id AND e.dedupe_key = ?)
-		FROM calls c WHERE c.org_id = ? AND c.provider = ? AND c.provider_call_id = ?`
 )
 
 // prepare prepares the statements on db unless they are ready.
@@ -89,30 +117,22 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 	if w.ready {
 		return nil
 	}
-	for _, p := range []struct {
+	type text struct {
 		dst  **sql.Stmt
 		text string
-	}{
-		{&w.findCall, findCallSQL},
-		{&w.insertCall, insertCallSQL},
-		{&w.updateCall, updateCallSQL},
-		{&w.findEvent, findEventSQL},
-		{&w.checkKey, checkKeySQL},
-	} {
-		stmt, err := db.PrepareContext(ctx, p.text)
-		if err != nil {
-			w.close()
-			return fmt.Errorf("prepare: %w", err)
-		}
-		*p.dst = stmt
 	}
-	for k := range w.insertEvents {
-		stmt, err := db.PrepareContext(ctx, insertEventsSQL(1<<k))
+	texts := []text{{&w.updateCall, updateCallSQL}, {&w.findEvent, findEventSQL}, {&w.checkKey, checkKeySQL}}
+	for k := range maxRowsLog + 1 {
+		texts = append(texts, text{&w.findCalls[k], findCallsSQL(1 << k)}, text{&w.insertCalls[k], insertCallsSQL(1 << k)},
+			text{&w.insertEvents[k], insertEventsSQL(1 << k)}, text{&w.appendEvents[k], appendEventsSQL(1 << k)})
+	}
+	for _, t := range texts {
+		stmt, err := db.PrepareContext(ctx, t.text)
 		if err != nil {
 			w.close()
 			return fmt.Errorf("prepare: %w", err)
 		}
-		w.insertEvents[k] = stmt
+		*t.dst = stmt
 	}
 	w.ready = true
 	return nil
@@ -120,8 +140,8 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 // close closes whichever statements are prepared.
 func (w *writeStmts) close() {
-	for _, s := range append([]*sql.Stmt{w.findCall, w.insertCall, w.updateCall, w.findEvent, w.checkKey},
-		w.insertEvents[:]...) {
+	for _, s := range slices.Concat([]*sql.Stmt{w.updateCall, w.findEvent, w.checkKey},
+		w.findCalls[:], w.insertCalls[:], w.insertEvents[:], w.appendEvents[:]) {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -142,28 +162,33 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 	return s.writeGrouped(ctx, writeq.NewJob(ctx, w))
 }
 
-// txStmts are the writer's prepared statements bound to one transaction.
+// txStmts are the writer's prepared statements for one transaction, each bound to it when first
+// used: a write runs a few of them.
 type txStmts struct {
-	findCall, insertCall, updateCall, findEvent, checkKey *sql.Stmt
-	insertEvents                                          [maxEventRowsLog + 1]*sql.Stmt
+	ctx   context.Context
+	tx    *sql.Tx
+	src   *writeStmts
+	bound map[*sql.Stmt]*sql.Stmt
 }
 
-// bind returns the statements of w bound to tx.
-func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) txStmts {
-	t := txStmts{
-		findCall: tx.StmtContext(ctx, w.findCall), insertCall: tx.StmtContext(ctx, w.insertCall),
-		updateCall: tx.StmtContext(ctx, w.updateCall), findEvent: tx.StmtContext(ctx, w.findEvent),
-		checkKey: tx.StmtContext(ctx, w.checkKey),
+// bind returns the statements of w for tx.
+func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *txStmts {
+	return &txStmts{ctx: ctx, tx: tx, src: w, bound: make(map[*sql.Stmt]*sql.Stmt, 8)}
+}
+
+// get returns stmt, one of the writer's prepared statements, bound to the transaction.
+func (t *txStmts) get(stmt *sql.Stmt) *sql.Stmt {
+	b := t.bound[stmt]
+	if b == nil {
+		b = t.tx.StmtContext(t.ctx, stmt)
+		t.bound[stmt] = b
 	}
-	for k, s := range w.insertEvents {
-		t.insertEvents[k] = tx.StmtContext(ctx, s)
-	}
-	return t
+	return b
 }
 
 // writeCalls applies w with the statements of an open transaction. On error, what it wrote must
 // be rolled back by the caller.
-func writeCalls(ctx context.Context, st txStmts, w store.Write) ([]store.CallResult, error) {
+func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallResult, error) {
 	order := make([]int, len(w.Calls))
 	for i := range order {
 		order[i] = i
@@ -174,40 +199,45 @@ func writeCalls(ctx context.Context, st txStmts, w store.Write) ([]store.CallRes
 	})
 
 	results := make([]store.CallResult, len(w.Calls))
-	received := encTime(w.ReceivedAt)
-	if err := checkKey(ctx, st.checkKey, w.Check); err != nil {
+	if err := checkKey(ctx, st.get(st.src.checkKey), w.Check); err != nil {
 		return nil, err
 	}
-	findCall, insertCall, updateCall := st.findCall, st.insertCall, st.updateCall
-	for _, i := range order {
-		c := &w.Calls[i]
-		res := store.CallResult{Events: make([]store.EventResult, len(c.Events))}
-
-		err := findCall.QueryRowContext(ctx, w.OrgID, c.Provider, c.ProviderCallID).Scan(&res.ID)
+	if err := findCalls(ctx, st, w, order, results); err != nil {
+		return nil, err
+	}
+	// The calls not on file are created, together; a key the write repeats (its calls are in
+	// key order, so the repeat follows) is the call its first created.
+	var created []int
+	for n, i := range order {
+		c, res := &w.Calls[i], &results[i]
+		res.Events = make([]store.EventResult, len(c.Events))
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		case res.ID != "":
+		case n > 0 && sameKey(c, &w.Calls[order[n-1]]):
+			res.ID = results[order[n-1]].ID
+		default:
 			res.ID, res.Created = c.ID, true
 			if c.Clients != nil {
 				res.Clients = append([]byte(nil), c.Clients...)
 			}
-			_, err = insertCall.ExecContext(ctx, w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction,
-				int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
-				encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
-			if err != nil {
-				return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
-			}
-		case err != nil:
-			return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
-		default:
-			err = updateCall.QueryRowContext(ctx, int64(c.State), c.BlockSequence, encTime(c.BlockAt),
-				c.Direction, jsonArg(c.Block), encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients),
-				received, w.OrgID, res.ID).Scan(jsonCol{(*[]byte)(&res.Clients)})
-			if err != nil {
-				return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
-			}
+			created = append(created, i)
 		}
-
-		results[i] = res
+	}
+	if err := insertCalls(ctx, st, w, created); err != nil {
+		return nil, err
+	}
+	received := encTime(w.ReceivedAt)
+	for _, i := range order {
+		c, res := &w.Calls[i], &results[i]
+		if res.Created {
+			continue
+		}
+		err := st.get(st.src.updateCall).QueryRowContext(ctx, int64(c.State), c.BlockSequence, encTime(c.BlockAt),
+			c.Direction, jsonArg(c.Block), encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients),
+			received, w.OrgID, res.ID).Scan(jsonCol{(*[]byte)(&res.Clients)})
+		if err != nil {
+			return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
+		}
 	}
 	if err := writeEvents(ctx, st, w, order, results); err != nil {
 		return nil, err
@@ -215,49 +245,167 @@ func writeCalls(ctx context.Context, st txStmts, w store.Write) ([]store.CallRes
 	return results, nil
 }
 
+// sameKey reports whether a and b name the same call.
+func sameKey(a, b *store.CallWrite) bool {
+	return a.Provider == b.Provider && a.ProviderCallID == b.ProviderCallID
+}
+
+// findCalls sets the ID of each call of w on file in results, asking for the keys in order, up
+// to 64 in one statement.
+func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult) error {
+	args := make([]any, 0, 3*min(len(order), 1<<maxRowsLog)+1)
+	for len(order) > 0 {
+		k := runLog(len(order))
+		run := order[:1<<k]
+		order = order[len(run):]
+		args = args[:0]
+		for _, i := range run {
+			args = append(args, int64(i), w.Calls[i].Provider, w.Calls[i].ProviderCallID)
+		}
+		args = append(args, w.OrgID)
+		rows, err := st.get(st.src.findCalls[k]).QueryContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("find calls: %w", err)
+		}
+		for rows.Next() {
+			var i int64
+			var id string
+			if err := rows.Scan(&i, &id); err != nil {
+				rows.Close()
+				return fmt.Errorf("find calls: %w", err)
+			}
+			if i < 0 || i >= int64(len(results)) {
+				rows.Close()
+				return fmt.Errorf("find calls: call %d of %d", i, len(results))
+			}
+			results[i].ID = id
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("find calls: %w", err)
+		}
+	}
+	return nil
+}
+
+// insertCalls creates the calls of w with the indexes in created, none of them on file, up to 64
+// in one statement.
+func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int) error {
+	received := encTime(w.ReceivedAt)
+	args := make([]any, 0, 14*min(len(created), 1<<maxRowsLog))
+	for len(created) > 0 {
+		k := runLog(len(created))
+		run := created[:1<<k]
+		created = created[len(run):]
+		args = args[:0]
+		for _, i := range run {
+			c := &w.Calls[i]
+			args = append(args, w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction,
+				int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
+				encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
+		}
+		if _, err := st.get(st.src.insertCalls[k]).ExecContext(ctx, args...); err != nil {
+			c := &w.Calls[run[0]]
+			return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
+		}
+	}
+	return nil
+}
+
 // eventRef is an event of a write: of its call i (index into Write.Calls), event j.
 type eventRef struct{ i, j int }
 
 // writeEvents appends the events of w, its calls in order, to the calls results hold, and sets
-// each event's result: a multi-row insert per run of up to 64 events.
-func writeEvents(ctx context.Context, st txStmts, w store.Write, order []int, results []store.CallResult) error {
-	var refs []eventRef
+// each event's result: multi-row inserts of up to 64 events. An event of a call this write
+// created cannot be on file (an event names its call, which was not), unless the write gave its
+// key to an earlier event of the call: such events go in by a plain insert, which returns
+// nothing and stores them all. The others go in by an insert that skips the keys on file and
+// returns what it stored, and each one it skipped is looked up.
+func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult) error {
+	var fresh, checked []eventRef
 	for _, i := range order {
-		for j := range w.Calls[i].Events {
-			refs = append(refs, eventRef{i, j})
+		events := w.Calls[i].Events
+		for j := range events {
+			r := eventRef{i, j}
+			if results[i].Created && !slices.ContainsFunc(events[:j], func(e store.EventWrite) bool { return e.DedupeKey == events[j].DedupeKey }) {
+				fresh = append(fresh, r)
+			} else {
+				checked = append(checked, r)
+			}
 		}
 	}
 	received := encTime(w.ReceivedAt)
-	args := make([]any, 0, 11*min(len(refs), 1<<maxEventRowsLog))
-	for len(refs) > 0 {
-		k := min(bits.Len(uint(len(refs)))-1, maxEventRowsLog) // the largest run of 1<<k that fits
-		run := refs[:1<<k]
-		refs = refs[len(run):]
-		args = args[:0]
-		for _, r := range run {
-			e := &w.Calls[r.i].Events[r.j]
-			args = append(args, w.OrgID, e.ID, results[r.i].ID, e.Type, e.DedupeKey, e.Sequence,
-				e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body))
-		}
-		stored, err := storedEvents(ctx, st.insertEvents[k], args)
-		if err != nil {
-			c := &w.Calls[run[0].i]
-			return fmt.Errorf("call %s/%s: events: %w", c.Provider, c.ProviderCallID, err)
-		}
-		for _, r := range run {
-			e, res := &w.Calls[r.i].Events[r.j], &results[r.i].Events[r.j]
-			k := [2]string{results[r.i].ID, e.DedupeKey}
-			if id, ok := stored[k]; ok {
-				// The first of the run with the key is the one stored; a later one is its copy.
-				res.ID = id
-				delete(stored, k)
-				continue
+	args := make([]any, 0, 11*min(max(len(fresh), len(checked)), 1<<maxRowsLog))
+	// The fresh events go first: each is the first of its call with its key, so a checked one
+	// with the same key finds it on file.
+	for _, pass := range []struct {
+		refs  []eventRef
+		fresh bool
+	}{{fresh, true}, {checked, false}} {
+		refs := pass.refs
+		for len(refs) > 0 {
+			k := runLog(len(refs))
+			run := refs[:1<<k]
+			refs = refs[len(run):]
+			args = args[:0]
+			for _, r := range run {
+				e := &w.Calls[r.i].Events[r.j]
+				args = append(args, w.OrgID, e.ID, results[r.i].ID, e.Type, e.DedupeKey, e.Sequence,
+					e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body))
 			}
-			res.Duplicate = true
-			if err := st.findEvent.QueryRowContext(ctx, w.OrgID, results[r.i].ID, e.DedupeKey).Scan(&res.ID); err != nil {
-				c := &w.Calls[r.i]
-				return fmt.Errorf("call %s/%s: event %q: %w", c.Provider, c.ProviderCallID, e.DedupeKey, err)
+			var err error
+			if pass.fresh {
+				err = appendEvents(ctx, st.get(st.src.appendEvents[k]), args, w, run, results)
+			} else {
+				err = insertEvents(ctx, st, st.get(st.src.insertEvents[k]), args, w, run, results)
 			}
+			if err != nil {
+				c := &w.Calls[run[0].i]
+				return fmt.Errorf("call %s/%s: events: %w", c.Provider, c.ProviderCallID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// appendEvents stores the events of run, none of them on file, with stmt (appendEventsSQL, args
+// its parameters), and sets their results.
+func appendEvents(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write, run []eventRef, results []store.CallResult) error {
+	out, err := stmt.ExecContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	n, err := out.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != int64(len(run)) {
+		return fmt.Errorf("stored %d of %d new events", n, len(run))
+	}
+	for _, r := range run {
+		results[r.i].Events[r.j].ID = w.Calls[r.i].Events[r.j].ID
+	}
+	return nil
+}
+
+// insertEvents stores the events of run that are not on file with stmt (insertEventsSQL, args its
+// parameters), and sets their results: the ID stored now, or the one on file.
+func insertEvents(ctx context.Context, st *txStmts, stmt *sql.Stmt, args []any, w store.Write, run []eventRef, results []store.CallResult) error {
+	stored, err := storedEvents(ctx, stmt, args)
+	if err != nil {
+		return err
+	}
+	for _, r := range run {
+		e, res := &w.Calls[r.i].Events[r.j], &results[r.i].Events[r.j]
+		k := [2]string{results[r.i].ID, e.DedupeKey}
+		if id, ok := stored[k]; ok {
+			// The first of the run with the key is the one stored; a later one is its copy.
+			res.ID = id
+			delete(stored, k)
+			continue
+		}
+		res.Duplicate = true
+		if err := st.get(st.src.findEvent).QueryRowContext(ctx, w.OrgID, results[r.i].ID, e.DedupeKey).Scan(&res.ID); err != nil {
+			return fmt.Errorf("event %q: %w", e.DedupeKey, err)
 		}
 	}
 	return nil
@@ -394,8 +542,8 @@ func checkKey(ctx context.Context, stmt *sql.Stmt, c *store.KeyCheck) error {
 	return err
 }
 
-// Ringing reports, for each ref in order, whether the event is on file and its call's state, one
-// prepared query per ref. See store.Store.
+// Ringing reports, for each ref in order, whether the event is on file and its call's state: one
+// prepared query per run of up to 64 refs. See store.Store.
 func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
 	if err := s.checkKeyRead(ctx, check); err != nil {
 		if errors.Is(err, store.ErrKeyRejected) {
@@ -403,24 +551,60 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 		}
 		return nil, wrapErr(ctx, "ringing", err)
 	}
-	stmt, err := s.readStmt(ctx, ringingSQL)
-	if err != nil {
-		return nil, wrapErr(ctx, "ringing", err)
-	}
 	out := make([]store.Ringing, len(refs))
-	for i, r := range refs {
-		var state int64
-		var known bool
-		err := stmt.QueryRowContext(ctx, r.DedupeKey, orgID, r.Provider, r.ProviderCallID).Scan(&state, &known)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return nil, wrapErr(ctx, "ringing", err)
-		default:
-			out[i] = store.Ringing{Known: known, State: store.State(state)}
+	args := make([]any, 0, 4*min(len(refs), 1<<maxRowsLog)+1)
+	for start := 0; start < len(refs); {
+		k := runLog(len(refs) - start)
+		run := refs[start : start+1<<k]
+		args = args[:0]
+		for i, r := range run {
+			args = append(args, int64(start+i), r.Provider, r.ProviderCallID, r.DedupeKey)
 		}
+		args = append(args, orgID)
+		stmt, err := s.readStmt(ctx, ringingSQL(len(run)))
+		if err != nil {
+			return nil, wrapErr(ctx, "ringing", err)
+		}
+		if err := readRinging(ctx, stmt, args, out); err != nil {
+			return nil, wrapErr(ctx, "ringing", err)
+		}
+		start += len(run)
 	}
 	return out, nil
+}
+
+// readRinging runs stmt (ringingSQL) with args and sets the entry of out of each ref on file.
+func readRinging(ctx context.Context, stmt *sql.Stmt, args []any, out []store.Ringing) error {
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i, state int64
+		var known bool
+		if err := rows.Scan(&i, &state, &known); err != nil {
+			return err
+		}
+		if i < 0 || i >= int64(len(out)) {
+			return fmt.Errorf("ref %d of %d", i, len(out))
+		}
+		out[i] = store.Ringing{Known: known, State: store.State(state)}
+	}
+	return rows.Err()
+}
+
+// ringingSQL reads, for n refs (each its index, provider, provider call ID and the dedupe key of
+// a call_received), the index, the call's state and whether the event is on file of each ref
+// whose call is on file, for the organization bound last.
+func ringingSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`WITH r (i, provider, provider_call_id, dedupe_key) AS (VALUES `)
+	rowsSQL(&b, n, 4)
+	b.WriteString(`) SELECT r.i, c.state, EXISTS (SELECT 1 FROM call_events e
+			WHERE e.org_id = c.org_id AND e.call_id = c.call_id AND e.dedupe_key = r.dedupe_key)
+		FROM r JOIN calls c ON c.org_id = ? AND c.provider = r.provider AND c.provider_call_id = r.provider_call_id`)
+	return b.String()
 }
 
 // checkKeyRead runs a KeyCheck, when there is one, on the reader pool.

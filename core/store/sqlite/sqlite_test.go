@@ -194,8 +194,8 @@ func TestOpenRejectsBadPath(t *testing.T) {
 	}
 }
 
-// BenchmarkWriteCalls measures one request's write: a new call with three events, as the tail of
-// a call arrives.
+// BenchmarkWriteCalls measures one request's write, one at a time, as the writer runs it: the
+// tail of a new call (three events), and a batch of 10 new calls of five events each.
 func BenchmarkWriteCalls(b *testing.B) {
 	ctx := b.Context()
 	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
@@ -211,19 +211,38 @@ func BenchmarkWriteCalls(b *testing.B) {
 	}
 	now := time.Now()
 	body := json.RawMessage(`{"type":"call_ended","providerCallId":"x","occurredAt":"2025-01-01T00:00:00Z","call":{"direction":"inbound"}}`)
-	for i := 0; b.Loop(); i++ {
-		id := strconv.Itoa(i)
-		w := store.Write{OrgID: "org-1", ReceivedAt: now, Calls: []store.CallWrite{{
+	call := func(id string, types ...string) store.CallWrite {
+		c := store.CallWrite{
 			ID: "c" + id, Provider: "sip", ProviderCallID: id, Direction: "inbound", State: store.StateEnded,
-			Block: json.RawMessage(`{"direction":"inbound"}`), BlockSequence: 3, BlockAt: now, FirstAt: now, LastAt: now,
-			Events: []store.EventWrite{
-				{ID: "e1-" + id, Type: "call_answered", DedupeKey: "call_answered:1", Sequence: 1, OccurredAt: now, OrderAt: now, Body: body},
-				{ID: "e2-" + id, Type: "call_ended", DedupeKey: "call_ended:2", Sequence: 2, OccurredAt: now, OrderAt: now, Body: body},
-				{ID: "e3-" + id, Type: "call_recorded", DedupeKey: "call_recorded:3", Sequence: 3, OccurredAt: now, OrderAt: now, Body: body},
-			},
-		}}}
-		if _, err := s.WriteCalls(ctx, w); err != nil {
-			b.Fatal(err)
+			Block: json.RawMessage(`{"direction":"inbound"}`), BlockSequence: int64(len(types)), BlockAt: now, FirstAt: now, LastAt: now,
 		}
+		for k, typ := range types {
+			seq := strconv.Itoa(k + 1)
+			c.Events = append(c.Events, store.EventWrite{ID: "e" + seq + "-" + id, Type: typ, DedupeKey: typ + ":" + seq,
+				Sequence: int64(k + 1), OccurredAt: now, OrderAt: now, Body: body})
+		}
+		return c
+	}
+	n := 0
+	for _, bc := range []struct {
+		name  string
+		calls int
+		types []string
+	}{
+		{"tail", 1, []string{"call_answered", "call_ended", "call_recorded"}},
+		{"bulk", 10, []string{"call_received", "call_answered", "call_ended", "call_recorded", "call_transcribed"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				w := store.Write{OrgID: "org-1", ReceivedAt: now}
+				for range bc.calls {
+					n++
+					w.Calls = append(w.Calls, call(strconv.Itoa(n), bc.types...))
+				}
+				if _, err := s.WriteCalls(ctx, w); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

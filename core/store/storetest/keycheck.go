@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -142,6 +143,42 @@ func ringingTests() []contractTest {
 			}
 			if other, err := s.Ringing(t.Context(), newOrg(t, s), refs, nil); err != nil || other[0] != (store.Ringing{}) {
 				t.Errorf("another organization sees %+v, %v", other, err)
+			}
+		}},
+		{"RingingManyRefs", func(t *testing.T, s store.Store) {
+			// More refs than a store may ask in one statement, every other one's call on file,
+			// and the last ref a repeat of the first.
+			org := newOrg(t, s)
+			var calls []store.CallWrite
+			var refs []store.EventRef
+			var want []store.Ringing
+			for i := range 70 {
+				id := fmt.Sprintf("c-%02d", i)
+				refs = append(refs, store.EventRef{Provider: "sip", ProviderCallID: id, DedupeKey: "call_received:0"})
+				switch i % 3 {
+				case 0:
+					calls = append(calls, cw("sip", id, store.StateRinging, ev("call_received", 0, at(1))))
+					want = append(want, store.Ringing{Known: true, State: store.StateRinging})
+				case 1:
+					calls = append(calls, cw("sip", id, store.StateAnswered, ev("call_answered", 1, at(1))))
+					want = append(want, store.Ringing{State: store.StateAnswered})
+				default:
+					want = append(want, store.Ringing{})
+				}
+			}
+			refs, want = append(refs, refs[0]), append(want, want[0])
+			write(t, s, store.Write{OrgID: org, ReceivedAt: at(1), Calls: calls})
+			got, err := s.Ringing(t.Context(), org, refs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("Ringing returned %d entries for %d refs", len(got), len(refs))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("Ringing[%d] (%s) = %+v, want %+v", i, refs[i].ProviderCallID, got[i], want[i])
+				}
 			}
 		}},
 	}
