@@ -158,6 +158,7 @@ func (s *Store) writeGroup(ctx context.Context) {
 		}
 		return
 	}
+	s.checkpoints.committed()
 	for _, j := range live {
 		j.Close()
 	}

@@ -37,12 +37,15 @@ var migrations embed.FS
 const busyTimeout = 5 * time.Second
 
 // The page caches' sizes, in KiB: the writer's (about SQLite's default of 2000, written out
-// because CacheBudget reports it), and the readers', shared equally among them, each reader's
-// share at least minReaderCacheKiB. So the caches come to 6 MiB in all with up to 16 readers.
+// because CacheBudget reports it), the checkpointer's (which holds little more than the schema:
+// a checkpoint copies pages without caching them), and the readers', shared equally among them,
+// each reader's share at least minReaderCacheKiB. So the caches come to 6 MiB in all with up to
+// 16 readers.
 const (
-	writerCacheKiB    = 2048
-	readersCacheKiB   = 4096
-	minReaderCacheKiB = 256
+	writerCacheKiB       = 2048 - checkpointerCacheKiB
+	checkpointerCacheKiB = 64
+	readersCacheKiB      = 4096
+	minReaderCacheKiB    = 256
 )
 
 // readerCacheKiB returns each reader's page cache, in KiB, when there are n readers.
@@ -71,6 +74,9 @@ type Store struct {
 	// on first use: preparing a statement was more than a tenth of a request's CPU.
 	readsMu sync.Mutex
 	reads   map[string]*sql.Stmt
+
+	// checkpoints copies the WAL's pages into the database file, beside the writes.
+	checkpoints *checkpointer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -102,7 +108,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		"_synchronous":  {"FULL"},
 		"_foreign_keys": {"1"},
 		"_txlock":       {"immediate"},
-		"_pragma":       {fmt.Sprintf("cache_size(-%d)", writerCacheKiB)},
+		// The checkpointer checkpoints, not the writer (checkpoint.go).
+		"_pragma": {fmt.Sprintf("cache_size(-%d)", writerCacheKiB), "wal_autocheckpoint(0)"},
+	}
+	checkpointParams := url.Values{
+		"_busy_timeout": {fmt.Sprint(ms)},
+		"_synchronous":  {"FULL"},
+		"_pragma":       {fmt.Sprintf("cache_size(-%d)", checkpointerCacheKiB)},
 	}
 	// One reader per core, at least four, sharing their page cache.
 	n := max(4, runtime.GOMAXPROCS(0))
@@ -147,8 +159,21 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
 
-	cache := (writerCacheKiB + int64(n)*perReader) << 10
-	return &Store{writer: writer, reader: reader, cacheBytes: cache, gate: make(chan struct{}, 1)}, nil
+	checkpoints, err := sql.Open("sqlite", abs+"?"+checkpointParams.Encode())
+	if err != nil {
+		writer.Close()
+		reader.Close()
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	checkpoints.SetMaxOpenConns(1)
+	checkpoints.SetMaxIdleConns(1)
+	checkpoints.SetConnMaxLifetime(0)
+	checkpoints.SetConnMaxIdleTime(0)
+
+	cache := (writerCacheKiB + checkpointerCacheKiB + int64(n)*perReader) << 10
+	s := &Store{writer: writer, reader: reader, cacheBytes: cache, gate: make(chan struct{}, 1)}
+	s.checkpoints = startCheckpointer(ctx, checkpoints, s.acquire, s.release)
+	return s, nil
 }
 
 // CacheBudget returns the most memory, in bytes, that the store's page caches take once full:
@@ -198,7 +223,7 @@ func (s *Store) Close() error {
 		defer s.release()
 		s.stmts.close()
 		s.closeReads()
-		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
+		s.closeErr = errors.Join(s.checkpoints.stop(), s.reader.Close(), s.writer.Close())
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("sqlite: close: %w", s.closeErr)
 		}
@@ -273,6 +298,7 @@ func (s *Store) withWriteTx(ctx context.Context, op string, fn func(tx *sql.Tx) 
 	if err := tx.Commit(); err != nil {
 		return wrapErr(ctx, op, err)
 	}
+	s.checkpoints.committed()
 	return nil
 }
 
