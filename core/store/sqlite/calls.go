@@ -39,8 +39,18 @@ type writeStmts struct {
 // maxRowsLog bounds the rows of one multi-row statement: 1<<maxRowsLog, 64.
 const maxRowsLog = 6
 
-// runLog returns k for the next run of a write with n rows left: the largest 1<<k that fits.
-func runLog(n int) int { return min(bits.Len(uint(n))-1, maxRowsLog) }
+// eachRun calls fn with items in runs of 1<<k, the largest that fits first (k up to
+// maxRowsLog), in order, and stops at fn's first error.
+func eachRun[T any](items []T, fn func(k int, run []T) error) error {
+	for len(items) > 0 {
+		k := min(bits.Len(uint(len(items)))-1, maxRowsLog)
+		if err := fn(k, items[:1<<k]); err != nil {
+			return err
+		}
+		items = items[1<<k:]
+	}
+	return nil
+}
 
 // rowsSQL writes n parenthesized rows of m parameters each, comma-separated.
 func rowsSQL(b *strings.Builder, n, m int) {
@@ -254,10 +264,7 @@ func sameKey(a, b *store.CallWrite) bool {
 // to 64 in one statement.
 func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult) error {
 	args := make([]any, 0, 3*min(len(order), 1<<maxRowsLog)+1)
-	for len(order) > 0 {
-		k := runLog(len(order))
-		run := order[:1<<k]
-		order = order[len(run):]
+	return eachRun(order, func(k int, run []int) error {
 		args = args[:0]
 		for _, i := range run {
 			args = append(args, int64(i), w.Calls[i].Provider, w.Calls[i].ProviderCallID)
@@ -283,8 +290,8 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return fmt.Errorf("find calls: %w", err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // insertCalls creates the calls of w with the indexes in created, none of them on file, up to 64
@@ -292,10 +299,7 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int) error {
 	received := encTime(w.ReceivedAt)
 	args := make([]any, 0, 14*min(len(created), 1<<maxRowsLog))
-	for len(created) > 0 {
-		k := runLog(len(created))
-		run := created[:1<<k]
-		created = created[len(run):]
+	return eachRun(created, func(k int, run []int) error {
 		args = args[:0]
 		for _, i := range run {
 			c := &w.Calls[i]
@@ -307,8 +311,8 @@ func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int)
 			c := &w.Calls[run[0]]
 			return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // eventRef is an event of a write: of its call i (index into Write.Calls), event j.
@@ -341,11 +345,7 @@ func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, r
 		refs  []eventRef
 		fresh bool
 	}{{fresh, true}, {checked, false}} {
-		refs := pass.refs
-		for len(refs) > 0 {
-			k := runLog(len(refs))
-			run := refs[:1<<k]
-			refs = refs[len(run):]
+		err := eachRun(pass.refs, func(k int, run []eventRef) error {
 			args = args[:0]
 			for _, r := range run {
 				e := &w.Calls[r.i].Events[r.j]
@@ -362,6 +362,10 @@ func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, r
 				c := &w.Calls[run[0].i]
 				return fmt.Errorf("call %s/%s: events: %w", c.Provider, c.ProviderCallID, err)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -553,22 +557,22 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 	}
 	out := make([]store.Ringing, len(refs))
 	args := make([]any, 0, 4*min(len(refs), 1<<maxRowsLog)+1)
-	for start := 0; start < len(refs); {
-		k := runLog(len(refs) - start)
-		run := refs[start : start+1<<k]
+	start := 0
+	err := eachRun(refs, func(_ int, run []store.EventRef) error {
 		args = args[:0]
 		for i, r := range run {
 			args = append(args, int64(start+i), r.Provider, r.ProviderCallID, r.DedupeKey)
 		}
 		args = append(args, orgID)
+		start += len(run)
 		stmt, err := s.readStmt(ctx, ringingSQL(len(run)))
 		if err != nil {
-			return nil, wrapErr(ctx, "ringing", err)
+			return err
 		}
-		if err := readRinging(ctx, stmt, args, out); err != nil {
-			return nil, wrapErr(ctx, "ringing", err)
-		}
-		start += len(run)
+		return readRinging(ctx, stmt, args, out)
+	})
+	if err != nil {
+		return nil, wrapErr(ctx, "ringing", err)
 	}
 	return out, nil
 }

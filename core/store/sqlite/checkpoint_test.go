@@ -21,14 +21,7 @@ import (
 // the database file, copied there by the store's checkpointer.
 func TestCheckpointsBesideTheWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "callwire.db")
-	s, err := Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	s := openGroupStoreAt(t, path)
 	var pages int
 	if err := s.writer.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&pages); err != nil {
 		t.Fatal(err)
@@ -36,14 +29,11 @@ func TestCheckpointsBesideTheWriter(t *testing.T) {
 	if pages != 0 {
 		t.Errorf("the writer checkpoints every %d pages, want never (0)", pages)
 	}
-	if err := s.CreateOrg(t.Context(), store.Org{ID: "org-1", Name: "Clinic", CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
 	before := fileSize(t, path)
 	now := time.Now()
 	body := json.RawMessage(`{"type":"call_ended","providerCallId":"x","occurredAt":"2025-01-01T00:00:00Z"}`)
 	for i := range 20 {
-		w := store.Write{OrgID: "org-1", ReceivedAt: now}
+		w := store.Write{OrgID: "org", ReceivedAt: now}
 		for j := range 10 {
 			id := strconv.Itoa(i*10 + j)
 			w.Calls = append(w.Calls, store.CallWrite{ID: "c" + id, Provider: "sip", ProviderCallID: id, Direction: "inbound",
@@ -77,17 +67,7 @@ func fileSize(t *testing.T, path string) int64 {
 // long as they last.
 func TestWALStartsOverUnderLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "callwire.db")
-	s, err := Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CreateOrg(t.Context(), store.Org{ID: "org-1", Name: "Clinic", CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	s := openGroupStoreAt(t, path)
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -98,7 +78,7 @@ func TestWALStartsOverUnderLoad(t *testing.T) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				now := time.Now()
-				w := store.Write{OrgID: "org-1", ReceivedAt: now}
+				w := store.Write{OrgID: "org", ReceivedAt: now}
 				for range 10 {
 					id := strconv.FormatInt(next.Add(1), 10)
 					w.Calls = append(w.Calls, store.CallWrite{ID: "c" + id, Provider: "sip", ProviderCallID: id, Direction: "inbound",
