@@ -108,8 +108,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		"_synchronous":  {"FULL"},
 		"_foreign_keys": {"1"},
 		"_txlock":       {"immediate"},
-		// The checkpointer checkpoints, not the writer (checkpoint.go).
-		"_pragma": {fmt.Sprintf("cache_size(-%d)", writerCacheKiB), "wal_autocheckpoint(0)"},
+		"_pragma":       {fmt.Sprintf("cache_size(-%d)", writerCacheKiB)},
 	}
 	checkpointParams := url.Values{
 		"_busy_timeout": {fmt.Sprint(ms)},
@@ -172,7 +171,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 
 	cache := (writerCacheKiB + checkpointerCacheKiB + int64(n)*perReader) << 10
 	s := &Store{writer: writer, reader: reader, cacheBytes: cache, gate: make(chan struct{}, 1)}
-	s.checkpoints = startCheckpointer(ctx, checkpoints, s.acquire, s.release)
+	s.checkpoints = startCheckpointer(ctx, checkpoints)
 	return s, nil
 }
 
