@@ -233,10 +233,10 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 			created = append(created, i)
 		}
 	}
-	if err := insertCalls(ctx, st, w, created); err != nil {
+	received := encTime(w.ReceivedAt)
+	if err := insertCalls(ctx, st, w, created, received); err != nil {
 		return nil, err
 	}
-	received := encTime(w.ReceivedAt)
 	for _, i := range order {
 		c, res := &w.Calls[i], &results[i]
 		if res.Created {
@@ -249,7 +249,7 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 			return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
 		}
 	}
-	if err := writeEvents(ctx, st, w, order, results); err != nil {
+	if err := writeEvents(ctx, st, w, order, results, received); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -295,9 +295,8 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 }
 
 // insertCalls creates the calls of w with the indexes in created, none of them on file, up to 64
-// in one statement.
-func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int) error {
-	received := encTime(w.ReceivedAt)
+// in one statement; received is w.ReceivedAt as stored.
+func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int, received string) error {
 	args := make([]any, 0, 14*min(len(created), 1<<maxRowsLog))
 	return eachRun(created, func(k int, run []int) error {
 		args = args[:0]
@@ -323,8 +322,9 @@ type eventRef struct{ i, j int }
 // created cannot be on file (an event names its call, which was not), unless the write gave its
 // key to an earlier event of the call: such events go in by a plain insert, which returns
 // nothing and stores them all. The others go in by an insert that skips the keys on file and
-// returns what it stored, and each one it skipped is looked up.
-func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult) error {
+// returns what it stored, and each one it skipped is looked up. received is w.ReceivedAt as
+// stored.
+func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult, received string) error {
 	var fresh, checked []eventRef
 	for _, i := range order {
 		events := w.Calls[i].Events
@@ -337,7 +337,6 @@ func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, r
 			}
 		}
 	}
-	received := encTime(w.ReceivedAt)
 	args := make([]any, 0, 11*min(max(len(fresh), len(checked)), 1<<maxRowsLog))
 	// The fresh events go first: each is the first of its call with its key, so a checked one
 	// with the same key finds it on file.
@@ -558,14 +557,14 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 	out := make([]store.Ringing, len(refs))
 	args := make([]any, 0, 4*min(len(refs), 1<<maxRowsLog)+1)
 	start := 0
-	err := eachRun(refs, func(_ int, run []store.EventRef) error {
+	err := eachRun(refs, func(k int, run []store.EventRef) error {
 		args = args[:0]
 		for i, r := range run {
 			args = append(args, int64(start+i), r.Provider, r.ProviderCallID, r.DedupeKey)
 		}
 		args = append(args, orgID)
 		start += len(run)
-		stmt, err := s.readStmt(ctx, ringingSQL(len(run)))
+		stmt, err := s.readStmt(ctx, s.ringingTexts[k])
 		if err != nil {
 			return err
 		}

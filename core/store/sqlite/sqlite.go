@@ -75,6 +75,10 @@ type Store struct {
 	readsMu sync.Mutex
 	reads   map[string]*sql.Stmt
 
+	// ringingTexts[k] is ringingSQL(1<<k), the ring's read of a run of refs, written once: the
+	// reader pool's statements are found by their text.
+	ringingTexts [maxRowsLog + 1]string
+
 	// checkpoints copies the WAL's pages into the database file, beside the writes.
 	checkpoints *checkpointer
 
@@ -171,6 +175,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 
 	cache := (writerCacheKiB + checkpointerCacheKiB + int64(n)*perReader) << 10
 	s := &Store{writer: writer, reader: reader, cacheBytes: cache, gate: make(chan struct{}, 1)}
+	for k := range s.ringingTexts {
+		s.ringingTexts[k] = ringingSQL(1 << k)
+	}
 	s.checkpoints = startCheckpointer(ctx, checkpoints)
 	return s, nil
 }
