@@ -19,7 +19,8 @@ import (
 // calls (state climbing the ladder, the block following the latest event, as
 // core/store/sqlite's update does) and a multi-row insert of the events that skips those on
 // file, payloads verbatim. The connection is opened as the store opens its writer (WAL,
-// synchronous=FULL, IMMEDIATE transactions), and, as there, one transaction writes at a time.
+// synchronous=FULL, IMMEDIATE transactions, statement journals in memory), and, as there, one
+// transaction writes at a time.
 
 // sqliteTimeLayout is how the embedded store writes times: fixed-width UTC text.
 const sqliteTimeLayout = "2006-01-02T15:04:05.000000000Z"
@@ -39,6 +40,7 @@ func openSQLiteRaw(path string) (*sqliteRaw, error) {
 		"_synchronous":  {"FULL"},
 		"_foreign_keys": {"1"},
 		"_txlock":       {"immediate"},
+		"_pragma":       {"temp_store(MEMORY)"},
 	}
 	db, err := sql.Open("sqlite", path+"?"+params.Encode())
 	if err != nil {
