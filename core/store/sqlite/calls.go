@@ -433,52 +433,16 @@ func storedEvents(ctx context.Context, stmt *sql.Stmt, args []any) (map[[2]strin
 	return stored, rows.Err()
 }
 
-// knownEventsChunk bounds the references asked in one statement, well inside SQLite's limit on
-// bound parameters.
-const knownEventsChunk = 500
-
 // KnownEvents reports, for each ref in order, whether that event is on file for the
-// organization. See store.Store.
+// organization. See store.Store. It runs the ring's read and keeps what it says of the events.
 func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]bool, error) {
-	if err := s.checkKeyRead(ctx, check); err != nil {
-		if errors.Is(err, store.ErrKeyRejected) {
-			return nil, fmt.Errorf("sqlite: known events: %w", err)
-		}
-		return nil, wrapErr(ctx, "known events", err)
+	rs, err := s.ringing(ctx, "known events", orgID, refs, check)
+	if err != nil {
+		return nil, err
 	}
-	known := make([]bool, len(refs))
-	for start := 0; start < len(refs); start += knownEventsChunk {
-		chunk := refs[start:min(start+knownEventsChunk, len(refs))]
-		var q strings.Builder
-		args := make([]any, 0, 4*len(chunk)+1)
-		q.WriteString(`WITH refs (i, provider, provider_call_id, dedupe_key) AS (VALUES `)
-		for i, r := range chunk {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?, ?)")
-			args = append(args, int64(start+i), r.Provider, r.ProviderCallID, r.DedupeKey)
-		}
-		q.WriteString(`) SELECT refs.i FROM refs
-			JOIN calls c ON c.org_id = ? AND c.provider = refs.provider AND c.provider_call_id = refs.provider_call_id
-			JOIN call_events e ON e.org_id = c.org_id AND e.call_id = c.call_id AND e.dedupe_key = refs.dedupe_key`)
-		args = append(args, orgID)
-
-		rows, err := s.reader.QueryContext(ctx, q.String(), args...)
-		if err != nil {
-			return nil, wrapErr(ctx, "known events", err)
-		}
-		for rows.Next() {
-			var i int64
-			if err := rows.Scan(&i); err != nil {
-				rows.Close()
-				return nil, wrapErr(ctx, "known events", err)
-			}
-			known[i] = true
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, wrapErr(ctx, "known events", err)
-		}
+	known := make([]bool, len(rs))
+	for i, r := range rs {
+		known[i] = r.Known
 	}
 	return known, nil
 }
@@ -548,11 +512,16 @@ func checkKey(ctx context.Context, stmt *sql.Stmt, c *store.KeyCheck) error {
 // Ringing reports, for each ref in order, whether the event is on file and its call's state: one
 // prepared query per run of up to 64 refs. See store.Store.
 func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
+	return s.ringing(ctx, "ringing", orgID, refs, check)
+}
+
+// ringing reads what Ringing returns; op names the operation in its errors.
+func (s *Store) ringing(ctx context.Context, op, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
 	if err := s.checkKeyRead(ctx, check); err != nil {
 		if errors.Is(err, store.ErrKeyRejected) {
-			return nil, fmt.Errorf("sqlite: ringing: %w", err)
+			return nil, fmt.Errorf("sqlite: %s: %w", op, err)
 		}
-		return nil, wrapErr(ctx, "ringing", err)
+		return nil, wrapErr(ctx, op, err)
 	}
 	out := make([]store.Ringing, len(refs))
 	args := make([]any, 0, 4*min(len(refs), 1<<maxRowsLog)+1)
@@ -571,7 +540,7 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 		return readRinging(ctx, stmt, args, out)
 	})
 	if err != nil {
-		return nil, wrapErr(ctx, "ringing", err)
+		return nil, wrapErr(ctx, op, err)
 	}
 	return out, nil
 }
