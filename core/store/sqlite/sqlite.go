@@ -144,10 +144,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
-	writer.SetMaxOpenConns(1)
-	writer.SetMaxIdleConns(1)
-	writer.SetConnMaxLifetime(0)
-	writer.SetConnMaxIdleTime(0)
+	oneConnection(writer)
 
 	// The writer connection comes first: it creates the file and switches it to WAL, which
 	// every later connection then finds in place.
@@ -175,10 +172,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		reader.Close()
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
-	checkpoints.SetMaxOpenConns(1)
-	checkpoints.SetMaxIdleConns(1)
-	checkpoints.SetConnMaxLifetime(0)
-	checkpoints.SetConnMaxIdleTime(0)
+	oneConnection(checkpoints)
 
 	cache := (writerCacheKiB + checkpointerCacheKiB + int64(n)*perReader) << 10
 	s := &Store{writer: writer, reader: reader, cacheBytes: cache, gate: make(chan struct{}, 1)}
@@ -187,6 +181,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	s.checkpoints = startCheckpointer(ctx, checkpoints)
 	return s, nil
+}
+
+// oneConnection makes db a pool of one connection, never closed for its age or while idle: the
+// writer and the checkpointer each work on one connection of their own.
+func oneConnection(db *sql.DB) {
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
 }
 
 // CacheBudget returns the most memory, in bytes, that the store's page caches take once full:
