@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/core/store"
-	"github.com/callwire/callwire/core/store/internal/writeq"
+	"github.com/callwire/callwire/core/store/internal/groupq"
 )
 
 // Group writes. Every write is a statement, a commit and a round trip of its own, and under load
@@ -27,6 +27,17 @@ import (
 // written; once taken, it runs with its group until every write of the group has given up (the
 // group's deadline is its writes' latest).
 
+// A write waits in a writeQueue as a writeJob, for the results of its calls.
+type (
+	writeJob   = groupq.Job[store.Write, []store.CallResult]
+	writeQueue = groupq.Queue[store.Write, []store.CallResult]
+)
+
+// newWriteJob returns the job of writing w for a request whose context is ctx.
+func newWriteJob(ctx context.Context, w store.Write) *writeJob {
+	return groupq.NewJob[store.Write, []store.CallResult](ctx, w)
+}
+
 // Bounds of one group: its statement grows with them, and so does the wait of its first write.
 // 256 events let up to five batches of 50 share a statement: against 128, PostgreSQL spent 1 to
 // 4% more per event than on the raw statement instead of 9 to 17% (docs/benchmarks.md).
@@ -37,29 +48,29 @@ const (
 
 // takeGroup takes the next group from q: the first write waiting, and the later ones of its
 // organization and key that share no call with the group, within the bounds.
-func takeGroup(q *writeq.Queue) []*writeq.Job {
+func takeGroup(q *writeQueue) []*writeJob {
 	var keys map[callKey]bool // the group's calls, made once a second write is considered
 	events := -1
-	return q.Take(func(group []*writeq.Job, j *writeq.Job) writeq.Verdict {
+	return q.Take(func(group []*writeJob, j *writeJob) groupq.Verdict {
 		if len(group) >= maxGroupWrites {
-			return writeq.Stop
+			return groupq.Stop
 		}
 		first := group[0]
 		if events < 0 {
-			events = first.Events()
+			events = first.In.Events()
 		}
 		if events >= maxGroupEvents || !joins(first, j) {
-			return writeq.Skip
+			return groupq.Skip
 		}
 		if keys == nil {
-			keys = make(map[callKey]bool, 2*len(first.Write.Calls))
+			keys = make(map[callKey]bool, 2*len(first.In.Calls))
 			addKeys(keys, first)
 		}
-		if e := j.Events(); events+e <= maxGroupEvents && addKeys(keys, j) {
+		if e := j.In.Events(); events+e <= maxGroupEvents && addKeys(keys, j) {
 			events += e
-			return writeq.Join
+			return groupq.Join
 		}
-		return writeq.Skip
+		return groupq.Skip
 	})
 }
 
@@ -67,19 +78,19 @@ func takeGroup(q *writeq.Queue) []*writeq.Job {
 type callKey struct{ provider, providerCallID string }
 
 // joins reports whether j may be written with first: the same organization and the same key.
-func joins(first, j *writeq.Job) bool {
-	a, b := first.Write.Check, j.Write.Check
-	return first.Write.OrgID == j.Write.OrgID && (a == nil) == (b == nil) &&
+func joins(first, j *writeJob) bool {
+	a, b := first.In.Check, j.In.Check
+	return first.In.OrgID == j.In.OrgID && (a == nil) == (b == nil) &&
 		(a == nil || a.ClientID == b.ClientID && bytes.Equal(a.SecretHash, b.SecretHash))
 }
 
 // addKeys adds j's calls to keys and reports true, unless one of them is in keys already (or
 // twice in j), when it leaves keys as they were and reports false.
-func addKeys(keys map[callKey]bool, j *writeq.Job) bool {
-	for i, c := range j.Write.Calls {
+func addKeys(keys map[callKey]bool, j *writeJob) bool {
+	for i, c := range j.In.Calls {
 		k := callKey{c.Provider, c.ProviderCallID}
 		if keys[k] {
-			for _, c := range j.Write.Calls[:i] {
+			for _, c := range j.In.Calls[:i] {
 				delete(keys, callKey{c.Provider, c.ProviderCallID})
 			}
 			return false
@@ -93,7 +104,7 @@ func addKeys(keys map[callKey]bool, j *writeq.Job) bool {
 // free place. A write that no group has taken within the acquire timeout fails as one that got
 // no connection does: the database is overloaded.
 func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallResult, error) {
-	j := writeq.NewJob(ctx, w)
+	j := newWriteJob(ctx, w)
 	s.queue.Push(j)
 	// write, run holding a place, writes the next group and gives the place back. Once a group
 	// has taken j, it waits for j's outcome and reports true (going on for places while others
@@ -110,7 +121,7 @@ func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallRe
 	select {
 	case s.gate <- struct{}{}:
 		if write() {
-			return j.Res, j.Err
+			return j.Out, j.Err
 		}
 	default:
 	}
@@ -120,10 +131,10 @@ func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallRe
 	for {
 		select {
 		case <-j.Done():
-			return j.Res, j.Err
+			return j.Out, j.Err
 		case s.gate <- struct{}{}:
 			if write() {
-				return j.Res, j.Err
+				return j.Out, j.Err
 			}
 		case <-ended:
 			if s.queue.Withdraw(j) {
@@ -141,7 +152,7 @@ func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallRe
 
 // writeGroup writes the next group. The caller holds a place at the gate.
 func (s *Store) writeGroup() {
-	var live []*writeq.Job
+	var live []*writeJob
 	for _, j := range takeGroup(&s.queue) {
 		if err := j.Ctx.Err(); err != nil {
 			j.Finish(nil, fmt.Errorf("postgres: write calls: %w", ctxError(err)))
@@ -154,7 +165,7 @@ func (s *Store) writeGroup() {
 		return
 	case 1:
 		j := live[0]
-		j.Finish(s.write(j.Ctx, j.Write, nil))
+		j.Finish(s.write(j.Ctx, j.In, nil))
 		return
 	}
 	w, received := merge(live)
@@ -164,7 +175,7 @@ func (s *Store) writeGroup() {
 	switch {
 	case err == nil:
 		for _, j := range live {
-			n := len(j.Write.Calls)
+			n := len(j.In.Calls)
 			j.Finish(res[:n:n], nil)
 			res = res[n:]
 		}
@@ -175,7 +186,7 @@ func (s *Store) writeGroup() {
 	default:
 		// Nothing of the group is on file; whichever write is at fault fails alone.
 		for _, j := range live {
-			j.Finish(s.write(j.Ctx, j.Write, nil))
+			j.Finish(s.write(j.Ctx, j.In, nil))
 		}
 	}
 }
@@ -183,19 +194,19 @@ func (s *Store) writeGroup() {
 // merge returns the one write of jobs' calls, in their order, and the time each call's write
 // arrived. The key check is the group's (joins) at the latest of its writes' times, the
 // strictest of them.
-func merge(jobs []*writeq.Job) (store.Write, []time.Time) {
+func merge(jobs []*writeJob) (store.Write, []time.Time) {
 	n := 0
 	for _, j := range jobs {
-		n += len(j.Write.Calls)
+		n += len(j.In.Calls)
 	}
-	w := store.Write{OrgID: jobs[0].Write.OrgID, ReceivedAt: jobs[0].Write.ReceivedAt, Calls: make([]store.CallWrite, 0, n)}
+	w := store.Write{OrgID: jobs[0].In.OrgID, ReceivedAt: jobs[0].In.ReceivedAt, Calls: make([]store.CallWrite, 0, n)}
 	received := make([]time.Time, 0, n)
 	for _, j := range jobs {
-		w.Calls = append(w.Calls, j.Write.Calls...)
-		for range j.Write.Calls {
-			received = append(received, j.Write.ReceivedAt)
+		w.Calls = append(w.Calls, j.In.Calls...)
+		for range j.In.Calls {
+			received = append(received, j.In.ReceivedAt)
 		}
-		if c := j.Write.Check; c != nil && (w.Check == nil || c.At.After(w.Check.At)) {
+		if c := j.In.Check; c != nil && (w.Check == nil || c.At.After(w.Check.At)) {
 			w.Check = c
 		}
 	}
@@ -204,7 +215,7 @@ func merge(jobs []*writeq.Job) (store.Write, []time.Time) {
 
 // groupContext returns the context a group is written under: never cancelled, with the latest
 // of its writes' deadlines, or none when one of them has none.
-func groupContext(jobs []*writeq.Job) (context.Context, context.CancelFunc) {
+func groupContext(jobs []*writeJob) (context.Context, context.CancelFunc) {
 	ctx := context.WithoutCancel(jobs[0].Ctx)
 	var latest time.Time
 	for _, j := range jobs {

@@ -24,7 +24,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/store"
-	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // DefaultAcquireTimeout is how long a request waits for a pooled connection when
@@ -57,7 +56,7 @@ type Store struct {
 	writeParams chan *params
 	readParams  sync.Pool
 	// queue holds the writes waiting; gate holds a place per write running (group.go).
-	queue writeq.Queue
+	queue writeQueue
 	gate  chan struct{}
 }
 

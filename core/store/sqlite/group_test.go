@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/core/store"
-	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // groupWrite is a write of one call with one event, for the organization org.
@@ -197,9 +196,9 @@ func TestGroupWritesEveryWriteOnce(t *testing.T) {
 // TestGroupBounds: a group takes at most maxGroupWrites writes and, past its first write, at most
 // maxGroupEvents events.
 func TestGroupBounds(t *testing.T) {
-	var q writeq.Queue
+	var q writeQueue
 	for i := range maxGroupWrites + 5 {
-		q.Push(writeq.NewJob(t.Context(), groupWrite("org", fmt.Sprint(i))))
+		q.Push(newWriteJob(t.Context(), groupWrite("org", fmt.Sprint(i))))
 	}
 	if got := len(takeGroup(&q)); got != maxGroupWrites {
 		t.Errorf("first group: %d writes, want %d", got, maxGroupWrites)
@@ -211,9 +210,9 @@ func TestGroupBounds(t *testing.T) {
 	for len(big.Calls[0].Events) < maxGroupEvents {
 		big.Calls[0].Events = append(big.Calls[0].Events, big.Calls[0].Events[0])
 	}
-	q.Push(writeq.NewJob(t.Context(), groupWrite("org", "small")))
-	q.Push(writeq.NewJob(t.Context(), big))
-	q.Push(writeq.NewJob(t.Context(), groupWrite("org", "after")))
+	q.Push(newWriteJob(t.Context(), groupWrite("org", "small")))
+	q.Push(newWriteJob(t.Context(), big))
+	q.Push(newWriteJob(t.Context(), groupWrite("org", "after")))
 	for i, want := range []int{1, 1, 1} {
 		if got := len(takeGroup(&q)); got != want {
 			t.Errorf("group %d: %d writes, want %d", i, got, want)
