@@ -79,9 +79,12 @@ type callKey struct{ provider, providerCallID string }
 
 // joins reports whether j may be written with first: the same organization and the same key.
 func joins(first, j *writeJob) bool {
-	a, b := first.In.Check, j.In.Check
-	return first.In.OrgID == j.In.OrgID && (a == nil) == (b == nil) &&
-		(a == nil || a.ClientID == b.ClientID && bytes.Equal(a.SecretHash, b.SecretHash))
+	return first.In.OrgID == j.In.OrgID && sameKey(first.In.Check, j.In.Check)
+}
+
+// sameKey reports whether a and b check the same key, or are both nil.
+func sameKey(a, b *store.KeyCheck) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.ClientID == b.ClientID && bytes.Equal(a.SecretHash, b.SecretHash))
 }
 
 // addKeys adds j's calls to keys and reports true, unless one of them is in keys already (or
@@ -101,65 +104,85 @@ func addKeys(keys map[callKey]bool, j *writeJob) bool {
 }
 
 // writeGrouped queues w and waits for its outcome, writing a group itself whenever it finds a
-// free place. A write that no group has taken within the acquire timeout fails as one that got
-// no connection does: the database is overloaded.
+// free place (awaitGroup).
 func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallResult, error) {
 	j := newWriteJob(ctx, w)
-	s.queue.Push(j)
-	// write, run holding a place, writes the next group and gives the place back. Once a group
-	// has taken j, it waits for j's outcome and reports true (going on for places while others
-	// are free would spin).
-	write := func() bool {
-		s.writeGroup()
-		<-s.gate
-		if !s.queue.Taken(j) {
+	if err := awaitGroup(ctx, &s.queue, s.gate, s.acquireTimeout, j, s.writeGroup); err != nil {
+		return nil, fmt.Errorf("postgres: write calls: %w", err)
+	}
+	return j.Out, j.Err
+}
+
+// awaitGroup queues j on q and waits for its outcome, running the next group itself (run, which
+// holds a place at gate while it runs) whenever it finds a place free. Once a group has taken j
+// it waits for j's outcome rather than run more groups (going on for places while others are
+// free would spin). It returns nil once j has its outcome, in j.Out and j.Err. Otherwise j was
+// withdrawn unrun, and the error says why: ctx ended, or no group took j within timeout (an error
+// wrapping store.ErrUnavailable, as for a connection not had in time: the database is
+// overloaded).
+func awaitGroup[In, Out any](ctx context.Context, q *groupq.Queue[In, Out], gate chan struct{}, timeout time.Duration, j *groupq.Job[In, Out], run func()) error {
+	q.Push(j)
+	// runs, called holding a place, runs the next group, gives the place back, and reports
+	// whether j has its outcome.
+	runs := func() bool {
+		run()
+		<-gate
+		if !q.Taken(j) {
 			return false
 		}
 		<-j.Done()
 		return true
 	}
 	select {
-	case s.gate <- struct{}{}:
-		if write() {
-			return j.Out, j.Err
+	case gate <- struct{}{}:
+		if runs() {
+			return nil
 		}
 	default:
 	}
-	wait := time.NewTimer(s.acquireTimeout)
+	wait := time.NewTimer(timeout)
 	defer wait.Stop()
 	ended, expired := ctx.Done(), wait.C
 	for {
 		select {
 		case <-j.Done():
-			return j.Out, j.Err
-		case s.gate <- struct{}{}:
-			if write() {
-				return j.Out, j.Err
+			return nil
+		case gate <- struct{}{}:
+			if runs() {
+				return nil
 			}
 		case <-ended:
-			if s.queue.Withdraw(j) {
-				return nil, fmt.Errorf("postgres: write calls: %w", ctxError(ctx.Err()))
+			if q.Withdraw(j) {
+				return ctxError(ctx.Err())
 			}
 			ended = nil // a group has it, and its outcome is on its way
 		case <-expired:
-			if s.queue.Withdraw(j) {
-				return nil, fmt.Errorf("postgres: write calls: %w: no database connection within %v", store.ErrUnavailable, s.acquireTimeout)
+			if q.Withdraw(j) {
+				return fmt.Errorf("%w: no database connection within %v", store.ErrUnavailable, timeout)
 			}
 			expired = nil
 		}
 	}
 }
 
-// writeGroup writes the next group. The caller holds a place at the gate.
-func (s *Store) writeGroup() {
-	var live []*writeJob
-	for _, j := range takeGroup(&s.queue) {
+// startable returns the jobs of group whose requests have not ended; the others it finishes with
+// their context's error, as the operation op.
+func startable[In, Out any](group []*groupq.Job[In, Out], op string) []*groupq.Job[In, Out] {
+	live := group[:0]
+	for _, j := range group {
 		if err := j.Ctx.Err(); err != nil {
-			j.Finish(nil, fmt.Errorf("postgres: write calls: %w", ctxError(err)))
+			var none Out
+			j.Finish(none, fmt.Errorf("postgres: %s: %w", op, ctxError(err)))
 			continue
 		}
 		live = append(live, j)
 	}
+	return live
+}
+
+// writeGroup writes the next group. The caller holds a place at the gate.
+func (s *Store) writeGroup() {
+	live := startable(takeGroup(&s.queue), "write calls")
 	switch len(live) {
 	case 0:
 		return
@@ -213,9 +236,9 @@ func merge(jobs []*writeJob) (store.Write, []time.Time) {
 	return w, received
 }
 
-// groupContext returns the context a group is written under: never cancelled, with the latest
-// of its writes' deadlines, or none when one of them has none.
-func groupContext(jobs []*writeJob) (context.Context, context.CancelFunc) {
+// groupContext returns the context a group runs under: never cancelled, with the latest of its
+// jobs' deadlines, or none when one of them has none.
+func groupContext[In, Out any](jobs []*groupq.Job[In, Out]) (context.Context, context.CancelFunc) {
 	ctx := context.WithoutCancel(jobs[0].Ctx)
 	var latest time.Time
 	for _, j := range jobs {
