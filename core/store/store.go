@@ -173,15 +173,6 @@ type Write struct {
 	Check *KeyCheck
 }
 
-// Events returns how many events w holds, over all its calls.
-func (w Write) Events() int {
-	n := 0
-	for i := range w.Calls {
-		n += len(w.Calls[i].Events)
-	}
-	return n
-}
-
 // CallResult reports what a Write did to one call. Results come in the order of Write.Calls.
 type CallResult struct {
 	// ID is the call's identifier: the new one if created, the stored one otherwise.

@@ -287,18 +287,8 @@ func (s *Store) KnownEvents(ctx context.Context, orgID string, refs []store.Even
 }
 
 // Ringing reports, for each ref in order, whether the event is on file and its call's state.
-// See store.Store. Under load, reads waiting together run as one statement (ringgroup.go).
+// See store.Store.
 func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
-	r := ringRead{orgID: orgID, refs: refs, check: check}
-	if len(refs) == 0 {
-		return s.ringing(ctx, r) // nothing to group
-	}
-	return s.ringingGrouped(ctx, r)
-}
-
-// ringing runs r now, on a connection of its own.
-func (s *Store) ringing(ctx context.Context, r ringRead) ([]store.Ringing, error) {
-	orgID, refs, check := r.orgID, r.refs, r.check
 	out := make([]store.Ringing, len(refs))
 	if len(refs) == 0 && check == nil {
 		return out, nil

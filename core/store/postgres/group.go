@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/core/store"
-	"github.com/callwire/callwire/core/store/internal/groupq"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // Group writes. Every write is a statement, a commit and a round trip of its own, and under load
@@ -27,17 +27,6 @@ import (
 // written; once taken, it runs with its group until every write of the group has given up (the
 // group's deadline is its writes' latest).
 
-// A write waits in a writeQueue as a writeJob, for the results of its calls.
-type (
-	writeJob   = groupq.Job[store.Write, []store.CallResult]
-	writeQueue = groupq.Queue[store.Write, []store.CallResult]
-)
-
-// newWriteJob returns the job of writing w for a request whose context is ctx.
-func newWriteJob(ctx context.Context, w store.Write) *writeJob {
-	return groupq.NewJob[store.Write, []store.CallResult](ctx, w)
-}
-
 // Bounds of one group: its statement grows with them, and so does the wait of its first write.
 // 256 events let up to five batches of 50 share a statement: against 128, PostgreSQL spent 1 to
 // 4% more per event than on the raw statement instead of 9 to 17% (docs/benchmarks.md).
@@ -48,29 +37,29 @@ const (
 
 // takeGroup takes the next group from q: the first write waiting, and the later ones of its
 // organization and key that share no call with the group, within the bounds.
-func takeGroup(q *writeQueue) []*writeJob {
+func takeGroup(q *writeq.Queue) []*writeq.Job {
 	var keys map[callKey]bool // the group's calls, made once a second write is considered
 	events := -1
-	return q.Take(func(group []*writeJob, j *writeJob) groupq.Verdict {
+	return q.Take(func(group []*writeq.Job, j *writeq.Job) writeq.Verdict {
 		if len(group) >= maxGroupWrites {
-			return groupq.Stop
+			return writeq.Stop
 		}
 		first := group[0]
 		if events < 0 {
-			events = first.In.Events()
+			events = first.Events()
 		}
 		if events >= maxGroupEvents || !joins(first, j) {
-			return groupq.Skip
+			return writeq.Skip
 		}
 		if keys == nil {
-			keys = make(map[callKey]bool, 2*len(first.In.Calls))
+			keys = make(map[callKey]bool, 2*len(first.Write.Calls))
 			addKeys(keys, first)
 		}
-		if e := j.In.Events(); events+e <= maxGroupEvents && addKeys(keys, j) {
+		if e := j.Events(); events+e <= maxGroupEvents && addKeys(keys, j) {
 			events += e
-			return groupq.Join
+			return writeq.Join
 		}
-		return groupq.Skip
+		return writeq.Skip
 	})
 }
 
@@ -78,22 +67,19 @@ func takeGroup(q *writeQueue) []*writeJob {
 type callKey struct{ provider, providerCallID string }
 
 // joins reports whether j may be written with first: the same organization and the same key.
-func joins(first, j *writeJob) bool {
-	return first.In.OrgID == j.In.OrgID && sameKey(first.In.Check, j.In.Check)
-}
-
-// sameKey reports whether a and b check the same key, or are both nil.
-func sameKey(a, b *store.KeyCheck) bool {
-	return (a == nil) == (b == nil) && (a == nil || a.ClientID == b.ClientID && bytes.Equal(a.SecretHash, b.SecretHash))
+func joins(first, j *writeq.Job) bool {
+	a, b := first.Write.Check, j.Write.Check
+	return first.Write.OrgID == j.Write.OrgID && (a == nil) == (b == nil) &&
+		(a == nil || a.ClientID == b.ClientID && bytes.Equal(a.SecretHash, b.SecretHash))
 }
 
 // addKeys adds j's calls to keys and reports true, unless one of them is in keys already (or
 // twice in j), when it leaves keys as they were and reports false.
-func addKeys(keys map[callKey]bool, j *writeJob) bool {
-	for i, c := range j.In.Calls {
+func addKeys(keys map[callKey]bool, j *writeq.Job) bool {
+	for i, c := range j.Write.Calls {
 		k := callKey{c.Provider, c.ProviderCallID}
 		if keys[k] {
-			for _, c := range j.In.Calls[:i] {
+			for _, c := range j.Write.Calls[:i] {
 				delete(keys, callKey{c.Provider, c.ProviderCallID})
 			}
 			return false
@@ -104,91 +90,71 @@ func addKeys(keys map[callKey]bool, j *writeJob) bool {
 }
 
 // writeGrouped queues w and waits for its outcome, writing a group itself whenever it finds a
-// free place (awaitGroup).
+// free place. A write that no group has taken within the acquire timeout fails as one that got
+// no connection does: the database is overloaded.
 func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallResult, error) {
-	j := newWriteJob(ctx, w)
-	if err := awaitGroup(ctx, &s.queue, s.gate, s.acquireTimeout, j, s.writeGroup); err != nil {
-		return nil, fmt.Errorf("postgres: write calls: %w", err)
-	}
-	return j.Out, j.Err
-}
-
-// awaitGroup queues j on q and waits for its outcome, running the next group itself (run, which
-// holds a place at gate while it runs) whenever it finds a place free. Once a group has taken j
-// it waits for j's outcome rather than run more groups (going on for places while others are
-// free would spin). It returns nil once j has its outcome, in j.Out and j.Err. Otherwise j was
-// withdrawn unrun, and the error says why: ctx ended, or no group took j within timeout (an error
-// wrapping store.ErrUnavailable, as for a connection not had in time: the database is
-// overloaded).
-func awaitGroup[In, Out any](ctx context.Context, q *groupq.Queue[In, Out], gate chan struct{}, timeout time.Duration, j *groupq.Job[In, Out], run func()) error {
-	q.Push(j)
-	// runs, called holding a place, runs the next group, gives the place back, and reports
-	// whether j has its outcome.
-	runs := func() bool {
-		run()
-		<-gate
-		if !q.Taken(j) {
+	j := writeq.NewJob(ctx, w)
+	s.queue.Push(j)
+	// write, run holding a place, writes the next group and gives the place back. Once a group
+	// has taken j, it waits for j's outcome and reports true (going on for places while others
+	// are free would spin).
+	write := func() bool {
+		s.writeGroup()
+		<-s.gate
+		if !s.queue.Taken(j) {
 			return false
 		}
 		<-j.Done()
 		return true
 	}
 	select {
-	case gate <- struct{}{}:
-		if runs() {
-			return nil
+	case s.gate <- struct{}{}:
+		if write() {
+			return j.Res, j.Err
 		}
 	default:
 	}
-	wait := time.NewTimer(timeout)
+	wait := time.NewTimer(s.acquireTimeout)
 	defer wait.Stop()
 	ended, expired := ctx.Done(), wait.C
 	for {
 		select {
 		case <-j.Done():
-			return nil
-		case gate <- struct{}{}:
-			if runs() {
-				return nil
+			return j.Res, j.Err
+		case s.gate <- struct{}{}:
+			if write() {
+				return j.Res, j.Err
 			}
 		case <-ended:
-			if q.Withdraw(j) {
-				return ctxError(ctx.Err())
+			if s.queue.Withdraw(j) {
+				return nil, fmt.Errorf("postgres: write calls: %w", ctxError(ctx.Err()))
 			}
 			ended = nil // a group has it, and its outcome is on its way
 		case <-expired:
-			if q.Withdraw(j) {
-				return fmt.Errorf("%w: no database connection within %v", store.ErrUnavailable, timeout)
+			if s.queue.Withdraw(j) {
+				return nil, fmt.Errorf("postgres: write calls: %w: no database connection within %v", store.ErrUnavailable, s.acquireTimeout)
 			}
 			expired = nil
 		}
 	}
 }
 
-// startable returns the jobs of group whose requests have not ended; the others it finishes with
-// their context's error, as the operation op.
-func startable[In, Out any](group []*groupq.Job[In, Out], op string) []*groupq.Job[In, Out] {
-	live := group[:0]
-	for _, j := range group {
+// writeGroup writes the next group. The caller holds a place at the gate.
+func (s *Store) writeGroup() {
+	var live []*writeq.Job
+	for _, j := range takeGroup(&s.queue) {
 		if err := j.Ctx.Err(); err != nil {
-			var none Out
-			j.Finish(none, fmt.Errorf("postgres: %s: %w", op, ctxError(err)))
+			j.Finish(nil, fmt.Errorf("postgres: write calls: %w", ctxError(err)))
 			continue
 		}
 		live = append(live, j)
 	}
-	return live
-}
-
-// writeGroup writes the next group. The caller holds a place at the gate.
-func (s *Store) writeGroup() {
-	live := startable(takeGroup(&s.queue), "write calls")
 	switch len(live) {
 	case 0:
 		return
 	case 1:
 		j := live[0]
-		j.Finish(s.write(j.Ctx, j.In, nil))
+		j.Finish(s.write(j.Ctx, j.Write, nil))
 		return
 	}
 	w, received := merge(live)
@@ -198,7 +164,7 @@ func (s *Store) writeGroup() {
 	switch {
 	case err == nil:
 		for _, j := range live {
-			n := len(j.In.Calls)
+			n := len(j.Write.Calls)
 			j.Finish(res[:n:n], nil)
 			res = res[n:]
 		}
@@ -209,7 +175,7 @@ func (s *Store) writeGroup() {
 	default:
 		// Nothing of the group is on file; whichever write is at fault fails alone.
 		for _, j := range live {
-			j.Finish(s.write(j.Ctx, j.In, nil))
+			j.Finish(s.write(j.Ctx, j.Write, nil))
 		}
 	}
 }
@@ -217,28 +183,28 @@ func (s *Store) writeGroup() {
 // merge returns the one write of jobs' calls, in their order, and the time each call's write
 // arrived. The key check is the group's (joins) at the latest of its writes' times, the
 // strictest of them.
-func merge(jobs []*writeJob) (store.Write, []time.Time) {
+func merge(jobs []*writeq.Job) (store.Write, []time.Time) {
 	n := 0
 	for _, j := range jobs {
-		n += len(j.In.Calls)
+		n += len(j.Write.Calls)
 	}
-	w := store.Write{OrgID: jobs[0].In.OrgID, ReceivedAt: jobs[0].In.ReceivedAt, Calls: make([]store.CallWrite, 0, n)}
+	w := store.Write{OrgID: jobs[0].Write.OrgID, ReceivedAt: jobs[0].Write.ReceivedAt, Calls: make([]store.CallWrite, 0, n)}
 	received := make([]time.Time, 0, n)
 	for _, j := range jobs {
-		w.Calls = append(w.Calls, j.In.Calls...)
-		for range j.In.Calls {
-			received = append(received, j.In.ReceivedAt)
+		w.Calls = append(w.Calls, j.Write.Calls...)
+		for range j.Write.Calls {
+			received = append(received, j.Write.ReceivedAt)
 		}
-		if c := j.In.Check; c != nil && (w.Check == nil || c.At.After(w.Check.At)) {
+		if c := j.Write.Check; c != nil && (w.Check == nil || c.At.After(w.Check.At)) {
 			w.Check = c
 		}
 	}
 	return w, received
 }
 
-// groupContext returns the context a group runs under: never cancelled, with the latest of its
-// jobs' deadlines, or none when one of them has none.
-func groupContext[In, Out any](jobs []*groupq.Job[In, Out]) (context.Context, context.CancelFunc) {
+// groupContext returns the context a group is written under: never cancelled, with the latest
+// of its writes' deadlines, or none when one of them has none.
+func groupContext(jobs []*writeq.Job) (context.Context, context.CancelFunc) {
 	ctx := context.WithoutCancel(jobs[0].Ctx)
 	var latest time.Time
 	for _, j := range jobs {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // TestTakeGroups checks which waiting writes a group takes: those of the first one's
@@ -53,18 +54,18 @@ func TestTakeGroups(t *testing.T) {
 			[]int{0}, []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var q writeQueue
-			var jobs []*writeJob
+			var q writeq.Queue
+			var jobs []*writeq.Job
 			for _, sp := range tc.queue {
 				w := store.Write{OrgID: sp.org, Check: sp.check}
 				for _, id := range sp.calls {
 					w.Calls = append(w.Calls, store.CallWrite{Provider: "sip", ProviderCallID: id, Events: make([]store.EventWrite, sp.events)})
 				}
-				j := newWriteJob(t.Context(), w)
+				j := writeq.NewJob(t.Context(), w)
 				jobs = append(jobs, j)
 				q.Push(j)
 			}
-			index := func(js []*writeJob) []int {
+			index := func(js []*writeq.Job) []int {
 				var out []int
 				for _, j := range js {
 					out = append(out, slices.Index(jobs, j))
@@ -92,9 +93,9 @@ func TestTakeGroups(t *testing.T) {
 		})
 	}
 	t.Run("many writes", func(t *testing.T) {
-		var q writeQueue
+		var q writeq.Queue
 		for i := range maxGroupWrites + 3 {
-			q.Push(newWriteJob(t.Context(), store.Write{OrgID: "o", Calls: []store.CallWrite{{ProviderCallID: fmt.Sprint(i)}}}))
+			q.Push(writeq.NewJob(t.Context(), store.Write{OrgID: "o", Calls: []store.CallWrite{{ProviderCallID: fmt.Sprint(i)}}}))
 		}
 		if n := len(takeGroup(&q)); n != maxGroupWrites {
 			t.Errorf("a group took %d writes, want %d", n, maxGroupWrites)
@@ -123,10 +124,10 @@ func TestWriteGroup(t *testing.T) {
 		return w
 	}
 	// group queues the writes and has one writer take them as one group.
-	group := func(ws ...store.Write) []*writeJob {
-		var jobs []*writeJob
+	group := func(ws ...store.Write) []*writeq.Job {
+		var jobs []*writeq.Job
 		for _, w := range ws {
-			j := newWriteJob(t.Context(), w)
+			j := writeq.NewJob(t.Context(), w)
 			jobs = append(jobs, j)
 			s.queue.Push(j)
 		}
@@ -147,10 +148,10 @@ func TestWriteGroup(t *testing.T) {
 			if j.Err != nil {
 				t.Fatalf("write %d: %v", i, j.Err)
 			}
-			if len(j.Out) != len(ws[i].Calls) {
-				t.Fatalf("write %d: %d results for %d calls", i, len(j.Out), len(ws[i].Calls))
+			if len(j.Res) != len(ws[i].Calls) {
+				t.Fatalf("write %d: %d results for %d calls", i, len(j.Res), len(ws[i].Calls))
 			}
-			for k, r := range j.Out {
+			for k, r := range j.Res {
 				c := ws[i].Calls[k]
 				if r.ID != c.ID || !r.Created || len(r.Events) != 1 || r.Events[0].ID != c.Events[0].ID || r.Events[0].Duplicate {
 					t.Errorf("write %d call %s: result %+v", i, c.ProviderCallID, r)
@@ -173,7 +174,7 @@ func TestWriteGroup(t *testing.T) {
 			if j.Err != nil {
 				t.Fatalf("write %d: %v", i, j.Err)
 			}
-			r := j.Out[0]
+			r := j.Res[0]
 			if r.ID != ws[i].Calls[0].ID || r.Created || !r.Events[0].Duplicate || r.Events[0].ID != ws[i].Calls[0].Events[0].ID {
 				t.Errorf("write %d resent: result %+v, want the call and its event on file", i, r)
 			}
@@ -192,8 +193,8 @@ func TestWriteGroup(t *testing.T) {
 			t.Errorf("the write whose event ID is taken: %v, want ErrConflict", jobs[1].Err)
 		}
 		for _, i := range []int{0, 2} {
-			if jobs[i].Err != nil || !jobs[i].Out[0].Created {
-				t.Errorf("write %d beside it: %+v, %v; want it stored", i, jobs[i].Out, jobs[i].Err)
+			if jobs[i].Err != nil || !jobs[i].Res[0].Created {
+				t.Errorf("write %d beside it: %+v, %v; want it stored", i, jobs[i].Res, jobs[i].Err)
 			}
 		}
 		if _, _, err := s.GetCall(t.Context(), org, "sip", "g3-b"); !errors.Is(err, store.ErrNotFound) {
@@ -204,7 +205,7 @@ func TestWriteGroup(t *testing.T) {
 	t.Run("ended before its group", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		j := newWriteJob(ctx, write(base, "g4-a"))
+		j := writeq.NewJob(ctx, write(base, "g4-a"))
 		s.queue.Push(j)
 		s.writeGroup()
 		<-j.Done()

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // DefaultAcquireTimeout is how long a request waits for a pooled connection when
@@ -32,14 +33,13 @@ const DefaultAcquireTimeout = 2 * time.Second
 
 // Options tunes the connection pool. The zero value is ready to use.
 type Options struct {
-	// MaxConns caps the pool's connections, half of which (at least one) write at once, and a
-	// quarter of which (at least one) read whether rings are on file at once. Zero keeps the
-	// pool_max_conns parameter of the URL when it has one, otherwise pgxpool's default, the
-	// greater of 4 and the number of CPUs.
+	// MaxConns caps the pool's connections, half of which (at least one) write at once. Zero
+	// keeps the pool_max_conns parameter of the URL when it has one, otherwise pgxpool's
+	// default, the greater of 4 and the number of CPUs.
 	MaxConns int32
 	// AcquireTimeout bounds how long an operation waits for a connection, the time to dial a new
-	// one included, and how long a write or a ring read waits for a place to run (see
-	// MaxConns). An operation that waits longer fails with an error wrapping store.ErrUnavailable.
+	// one included, and how long a write waits for a place to write (half the pool writes at
+	// once). An operation that waits longer fails with an error wrapping store.ErrUnavailable.
 	// Zero means DefaultAcquireTimeout.
 	AcquireTimeout time.Duration
 }
@@ -56,12 +56,9 @@ type Store struct {
 	// time.
 	writeParams chan *params
 	readParams  sync.Pool
-	// queue holds the writes waiting; gate holds a place per write running (group.go). reads
-	// and readGate are the same for ring reads (ringgroup.go).
-	queue    writeQueue
-	gate     chan struct{}
-	reads    readQueue
-	readGate chan struct{}
+	// queue holds the writes waiting; gate holds a place per write running (group.go).
+	queue writeq.Queue
+	gate  chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -101,12 +98,10 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 	if s.acquireTimeout == 0 {
 		s.acquireTimeout = DefaultAcquireTimeout
 	}
-	// Half the pool writes at once and a quarter runs ring reads (a ring's read comes before
-	// its write); the rest is left to other reads. Writes and ring reads that wait meanwhile are
-	// grouped (group.go, ringgroup.go).
+	// Half the pool writes at once: the other half is left to the reads (a ring's read comes
+	// before its write), and writes that wait meanwhile are grouped (group.go).
 	s.gate = make(chan struct{}, max(1, cfg.MaxConns/2))
 	s.writeParams = make(chan *params, cap(s.gate))
-	s.readGate = make(chan struct{}, readPlaces(cfg.MaxConns))
 	var err error
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

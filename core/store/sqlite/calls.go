@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // writeStmts are the statements WriteCalls runs, prepared once on the writer connection. The
@@ -168,7 +169,7 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 	if len(w.Calls) == 0 {
 		return []store.CallResult{}, nil
 	}
-	return s.writeGrouped(ctx, newWriteJob(ctx, w))
+	return s.writeGrouped(ctx, writeq.NewJob(ctx, w))
 }
 
 // txStmts are the writer's prepared statements for one transaction, each bound to it when first

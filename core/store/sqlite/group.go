@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/callwire/callwire/core/store"
-	"github.com/callwire/callwire/core/store/internal/groupq"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // Group commit. SQLite has one writer, and with synchronous=FULL every commit writes its pages
@@ -22,17 +22,6 @@ import (
 // statement of the group is interrupted, as SQLite would then roll the whole transaction back).
 // Writes run in the order they were queued, as the gate admitted them before.
 
-// A write waits in a writeQueue as a writeJob, for the results of its calls.
-type (
-	writeJob   = groupq.Job[store.Write, []store.CallResult]
-	writeQueue = groupq.Queue[store.Write, []store.CallResult]
-)
-
-// newWriteJob returns the job of writing w for a request whose context is ctx.
-func newWriteJob(ctx context.Context, w store.Write) *writeJob {
-	return groupq.NewJob[store.Write, []store.CallResult](ctx, w)
-}
-
 // Bounds of one group: a group's latency is the sum of its writes'.
 const (
 	maxGroupWrites = 64
@@ -41,30 +30,30 @@ const (
 
 // takeGroup takes the next group from q: the writes waiting first, as many as one group holds
 // (at least one when any waits).
-func takeGroup(q *writeQueue) []*writeJob {
+func takeGroup(q *writeq.Queue) []*writeq.Job {
 	events := -1
-	return q.Take(func(group []*writeJob, j *writeJob) groupq.Verdict {
+	return q.Take(func(group []*writeq.Job, j *writeq.Job) writeq.Verdict {
 		if events < 0 {
-			events = group[0].In.Events()
+			events = group[0].Events()
 		}
-		e := j.In.Events()
+		e := j.Events()
 		if len(group) >= maxGroupWrites || events+e > maxGroupEvents {
-			return groupq.Stop
+			return writeq.Stop
 		}
 		events += e
-		return groupq.Join
+		return writeq.Join
 	})
 }
 
 // writeGrouped queues j and waits for its outcome, writing a group itself whenever it gets the
 // writer first.
-func (s *Store) writeGrouped(ctx context.Context, j *writeJob) ([]store.CallResult, error) {
+func (s *Store) writeGrouped(ctx context.Context, j *writeq.Job) ([]store.CallResult, error) {
 	s.queue.Push(j)
 	ended := ctx.Done()
 	for {
 		select {
 		case <-j.Done():
-			return j.Out, j.Err
+			return j.Res, j.Err
 		case s.gate <- struct{}{}:
 			s.writeGroup(ctx)
 			s.release()
@@ -82,7 +71,7 @@ func (s *Store) writeGrouped(ctx context.Context, j *writeJob) ([]store.CallResu
 // writeGroup writes the waiting writes in one transaction. The caller holds the gate; ctx is its
 // own request's.
 func (s *Store) writeGroup(ctx context.Context) {
-	var live []*writeJob
+	var live []*writeq.Job
 	for _, j := range takeGroup(&s.queue) {
 		if err := j.Ctx.Err(); err != nil {
 			j.Finish(nil, wrapErr(j.Ctx, "write calls", err))
@@ -93,10 +82,10 @@ func (s *Store) writeGroup(ctx context.Context) {
 	if len(live) == 0 {
 		return
 	}
-	failAll := func(jobs []*writeJob, err error) {
+	failAll := func(jobs []*writeq.Job, err error) {
 		for _, j := range jobs {
 			if j.Err == nil {
-				j.Out, j.Err = nil, err
+				j.Res, j.Err = nil, err
 			}
 			j.Close()
 		}
@@ -140,7 +129,7 @@ func (s *Store) writeGroup(ctx context.Context) {
 			abort(fmt.Errorf("savepoint: %w", err))
 			return
 		}
-		res, err := writeCalls(wctx, st, j.In)
+		res, err := writeCalls(wctx, st, j.Write)
 		if err != nil {
 			j.Err = wrapErr(j.Ctx, "write calls", err)
 			if !grouped {
@@ -153,7 +142,7 @@ func (s *Store) writeGroup(ctx context.Context) {
 				return
 			}
 		} else {
-			j.Out = res
+			j.Res = res
 		}
 		if err := savepoint("RELEASE write"); err != nil {
 			abort(fmt.Errorf("release savepoint: %w", err))
@@ -163,7 +152,7 @@ func (s *Store) writeGroup(ctx context.Context) {
 	if err := tx.Commit(); err != nil {
 		for _, j := range live {
 			if j.Err == nil {
-				j.Out, j.Err = nil, wrapErr(j.Ctx, "write calls", err)
+				j.Res, j.Err = nil, wrapErr(j.Ctx, "write calls", err)
 			}
 			j.Close()
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 // groupWrite is a write of one call with one event, for the organization org.
@@ -196,9 +197,9 @@ func TestGroupWritesEveryWriteOnce(t *testing.T) {
 // TestGroupBounds: a group takes at most maxGroupWrites writes and, past its first write, at most
 // maxGroupEvents events.
 func TestGroupBounds(t *testing.T) {
-	var q writeQueue
+	var q writeq.Queue
 	for i := range maxGroupWrites + 5 {
-		q.Push(newWriteJob(t.Context(), groupWrite("org", fmt.Sprint(i))))
+		q.Push(writeq.NewJob(t.Context(), groupWrite("org", fmt.Sprint(i))))
 	}
 	if got := len(takeGroup(&q)); got != maxGroupWrites {
 		t.Errorf("first group: %d writes, want %d", got, maxGroupWrites)
@@ -210,9 +211,9 @@ func TestGroupBounds(t *testing.T) {
 	for len(big.Calls[0].Events) < maxGroupEvents {
 		big.Calls[0].Events = append(big.Calls[0].Events, big.Calls[0].Events[0])
 	}
-	q.Push(newWriteJob(t.Context(), groupWrite("org", "small")))
-	q.Push(newWriteJob(t.Context(), big))
-	q.Push(newWriteJob(t.Context(), groupWrite("org", "after")))
+	q.Push(writeq.NewJob(t.Context(), groupWrite("org", "small")))
+	q.Push(writeq.NewJob(t.Context(), big))
+	q.Push(writeq.NewJob(t.Context(), groupWrite("org", "after")))
 	for i, want := range []int{1, 1, 1} {
 		if got := len(takeGroup(&q)); got != want {
 			t.Errorf("group %d: %d writes, want %d", i, got, want)

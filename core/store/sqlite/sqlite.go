@@ -26,6 +26,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/core/store/internal/writeq"
 )
 
 //go:embed migrations/*.sql
@@ -61,7 +62,7 @@ type Store struct {
 	// gate admits writers to the writer connection one at a time, in the order they arrived.
 	gate chan struct{}
 	// queue holds the WriteCalls waiting to be written in a group (group.go).
-	queue writeQueue
+	queue writeq.Queue
 	// reader is the pool reads use.
 	reader *sql.DB
 	// cacheBytes is the most the page caches of the writer and the readers take.

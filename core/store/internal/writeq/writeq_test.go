@@ -1,39 +1,35 @@
-package groupq
+package writeq
 
 import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// The test's jobs and queue: a name in, nothing out.
-type (
-	job    = Job[string, struct{}]
-	queueT = Queue[string, struct{}]
+	"github.com/callwire/callwire/core/store"
 )
 
 // queue pushes a job per name (its organization) and returns them.
-func queue(t *testing.T, q *queueT, names string) []*job {
-	var jobs []*job
+func queue(t *testing.T, q *Queue, names string) []*Job {
+	var jobs []*Job
 	for _, n := range strings.Split(names, " ") {
-		j := NewJob[string, struct{}](t.Context(), n)
+		j := NewJob(t.Context(), store.Write{OrgID: n})
 		jobs = append(jobs, j)
 		q.Push(j)
 	}
 	return jobs
 }
 
-func names(jobs []*job) string {
+func names(jobs []*Job) string {
 	var out []string
 	for _, j := range jobs {
-		out = append(out, j.In)
+		out = append(out, j.Write.OrgID)
 	}
 	return strings.Join(out, " ")
 }
 
 // waiting returns the names of jobs not taken, in their order.
-func waiting(q *queueT, jobs []*job) string {
-	var left []*job
+func waiting(q *Queue, jobs []*Job) string {
+	var left []*Job
 	for _, j := range jobs {
 		if !q.Taken(j) {
 			left = append(left, j)
@@ -42,12 +38,12 @@ func waiting(q *queueT, jobs []*job) string {
 	return names(left)
 }
 
-// TestTake checks that a group is the first operation waiting and those the rule joins, in
-// order, that skipped ones keep their places, and that Stop keeps every later one.
+// TestTake checks that a group is the first write waiting and those the rule joins, in order,
+// that skipped writes keep their places, and that Stop keeps every later write.
 func TestTake(t *testing.T) {
-	// rule joins jobs named "j", skips "s" and stops at "x"; it sees the group so far.
-	rule := func(group []*job, next *job) Verdict {
-		switch next.In[0] {
+	// rule joins writes named "j", skips "s" and stops at "x"; it sees the group so far.
+	rule := func(group []*Job, next *Job) Verdict {
+		switch next.Write.OrgID[0] {
 		case 'j':
 			return Join
 		case 's':
@@ -61,7 +57,7 @@ func TestTake(t *testing.T) {
 		{"a s1 j1 x1 j2 s2", "a j1", "s1 x1 j2 s2"},
 		{"x0 x1 j1", "x0", "x1 j1"},
 	} {
-		var q queueT
+		var q Queue
 		jobs := queue(t, &q, tc.queue)
 		if got := names(q.Take(rule)); got != tc.group {
 			t.Errorf("%q: group %q, want %q", tc.queue, got, tc.group)
@@ -70,42 +66,42 @@ func TestTake(t *testing.T) {
 			t.Errorf("%q: left %q (%d), want %q", tc.queue, got, q.Len(), tc.left)
 		}
 		// What was left is the next group's, in its order.
-		var rest []*job
+		var rest []*Job
 		for q.Len() > 0 {
-			rest = append(rest, q.Take(func([]*job, *job) Verdict { return Stop })...)
+			rest = append(rest, q.Take(func([]*Job, *Job) Verdict { return Stop })...)
 		}
 		if got := names(rest); got != tc.left {
 			t.Errorf("%q: left in the order %q, want %q", tc.queue, got, tc.left)
 		}
 	}
-	var q queueT
+	var q Queue
 	if g := q.Take(rule); g != nil {
-		t.Errorf("an empty queue gave %d jobs", len(g))
+		t.Errorf("an empty queue gave %d writes", len(g))
 	}
 }
 
-// TestWithdrawAndRequeue: a job no group has taken can be withdrawn, one taken cannot; jobs
+// TestWithdrawAndRequeue: a write no group has taken can be withdrawn, one taken cannot; writes
 // put back go first, untaken.
 func TestWithdrawAndRequeue(t *testing.T) {
-	var q queueT
+	var q Queue
 	jobs := queue(t, &q, "a b c d")
 	if !q.Withdraw(jobs[2]) || q.Withdraw(jobs[2]) {
-		t.Error("withdrawing a waiting job twice: want true, then false")
+		t.Error("withdrawing a waiting write twice: want true, then false")
 	}
-	group := q.Take(func(g []*job, _ *job) Verdict {
+	group := q.Take(func(g []*Job, _ *Job) Verdict {
 		if len(g) < 2 {
 			return Join
 		}
 		return Stop
 	})
 	if names(group) != "a b" || q.Withdraw(jobs[0]) {
-		t.Errorf("group %q; a taken job must not be withdrawn", names(group))
+		t.Errorf("group %q; a taken write must not be withdrawn", names(group))
 	}
 	q.Requeue(group[1:])
-	if q.Taken(jobs[1]) || !slices.Equal(q.jobs, []*job{jobs[1], jobs[3]}) {
+	if q.Taken(jobs[1]) || !slices.Equal(q.jobs, []*Job{jobs[1], jobs[3]}) {
 		t.Errorf("after putting b back: waiting %q, b taken %v", names(q.jobs), q.Taken(jobs[1]))
 	}
-	jobs[1].Finish(struct{}{}, nil)
+	jobs[1].Finish(nil, nil)
 	select {
 	case <-jobs[1].Done():
 	default:
