@@ -38,8 +38,9 @@ func ParseBody(data []byte) ([]Parsed, bool, error) {
 }
 
 // A Parser decodes request bodies as ParseBody does, and keeps the memory it reads a body's JSON
-// into for the next body (up to about 200 KiB), so that a service decoding body after body
-// allocates little more than the events it returns. The zero Parser is ready to use. A Parser
+// into for the next body (up to about 200 KiB): a body with no problem is read in one pass,
+// straight into its events, and one with a problem is read again as a tree, so that its problems
+// can be listed, into that memory. The zero Parser is ready to use. A Parser
 // must not be used by two goroutines at once. The events it returns share no memory with it:
 // it may parse the next body while they are in use.
 type Parser struct {
@@ -91,9 +92,25 @@ func (r *Room) take(events, parties int) ([]Parsed, []Party) {
 	return r.events, r.parties
 }
 
-// parseBody is ParseBody reading the tree with s. With shared, the events and their parties are
-// decoded into shared's memory, which keeps them for its next body.
+// hold keeps events, taken from r and grown past it, as r's memory for its next body.
+func (r *Room) hold(events []Parsed) {
+	if r != nil {
+		r.events = events
+	}
+}
+
+// parseBody is ParseBody reading with s: in one pass when the body has no problem (readBody),
+// else with the tree. With shared, the events and their parties are decoded into shared's memory,
+// which keeps them for its next body.
 func parseBody(s *scanner, data []byte, shared *Room) ([]Parsed, bool, error) {
+	if out, batch, ok := s.readBody(data, shared); ok {
+		return out, batch, nil
+	}
+	return parseBodyTree(s, data, shared)
+}
+
+// parseBodyTree is parseBody reading the body's tree, and the one that lists a body's problems.
+func parseBodyTree(s *scanner, data []byte, shared *Room) ([]Parsed, bool, error) {
 	root, err := parseTree(s, data)
 	if err != nil {
 		return nil, false, &ValidationError{Problems: []Problem{{Field: "body", Message: err.Error()}}}

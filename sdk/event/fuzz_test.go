@@ -11,7 +11,8 @@ import (
 )
 
 // FuzzParseBody feeds ParseBody arbitrary bodies. It must never panic; whatever it accepts must
-// be valid, verbatim, and survive a marshal and re-parse unchanged.
+// be valid, verbatim, and survive a marshal and re-parse unchanged; and its one-pass reader must
+// accept exactly what the tree's decoder accepts, with the same events.
 func FuzzParseBody(f *testing.F) {
 	for _, tc := range decodeCases() {
 		if len(tc.body) <= 4096 {
@@ -39,6 +40,7 @@ func FuzzParseBody(f *testing.F) {
 		if !bytes.Equal(in, data) {
 			t.Fatal("ParseBody modified its input")
 		}
+		checkReaders(t, data, nil)
 		mu.Lock()
 		again, againBatch, againErr := parser.Parse(data)
 		if !reflect.DeepEqual(again, parsed) || againBatch != isBatch || fmt.Sprint(againErr) != fmt.Sprint(err) {

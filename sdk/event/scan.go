@@ -14,7 +14,8 @@ import (
 // and elements come from arenas, which a Parser keeps for its next body. It accepts only what
 // encoding/json accepts, and gives up on anything else (malformed JSON, nesting past maxDepth),
 // so that parseTree can ask parseTreeStd for the exact message. FuzzScanTree holds the two to
-// the same trees.
+// the same trees. Its steps (members, elements, str, skip) are also those of readBody, which reads
+// a body with no problem in one pass, without a tree.
 
 // scanner reads one JSON value from text.
 type scanner struct {
@@ -183,10 +184,9 @@ func (s *scanner) value(depth int) (*node, bool) {
 }
 
 func (s *scanner) literal(word string, k kind, b bool) (*node, bool) {
-	if len(s.text)-s.i < len(word) || s.text[s.i:s.i+len(word)] != word {
+	if !s.word(word) {
 		return nil, false
 	}
-	s.i += len(word)
 	n := s.alloc()
 	n.kind, n.b = k, b
 	return n, true
@@ -198,47 +198,24 @@ func (s *scanner) object(depth int) (*node, bool) {
 	}
 	n := s.alloc()
 	n.kind, n.start = kindObject, int64(s.i)
-	s.i++ // {
-	s.space()
-	if s.i < len(s.text) && s.text[s.i] == '}' {
-		s.i++
-		n.end = int64(s.i)
-		return n, true
-	}
 	mark := len(s.fstack)
 	defer func() { s.fstack = s.fstack[:mark] }()
 	var keys keyIndex
-	for {
-		s.space()
-		if s.i >= len(s.text) || s.text[s.i] != '"' {
-			return nil, false
-		}
-		key, ok := s.str()
-		if !ok {
-			return nil, false
-		}
-		s.space()
-		if s.i >= len(s.text) || s.text[s.i] != ':' {
-			return nil, false
-		}
-		s.i++
+	ok := s.members(func(key string) bool {
 		val, ok := s.value(depth)
-		if !ok {
-			return nil, false
-		}
-		if keys.keep(s.fstack[mark:], &n.dupKeys, key) {
+		if ok && keys.keep(s.fstack[mark:], &n.dupKeys, key) {
 			s.fstack = append(s.fstack, field{key: key, val: val})
 		}
-		more, ok := s.next('}')
-		if !ok {
-			return nil, false
-		}
-		if !more {
-			n.end = int64(s.i)
-			n.fields = keep(&s.fields, s.fstack[mark:], fieldChunk)
-			return n, true
-		}
+		return ok
+	})
+	if !ok {
+		return nil, false
 	}
+	n.end = int64(s.i)
+	if len(s.fstack) > mark {
+		n.fields = keep(&s.fields, s.fstack[mark:], fieldChunk)
+	}
+	return n, true
 }
 
 // next reads what follows a member or an element: a comma (more is true) or close (the end of
@@ -265,29 +242,145 @@ func (s *scanner) array(depth int) (*node, bool) {
 	}
 	n := s.alloc()
 	n.kind = kindArray
-	s.i++ // [
-	s.space()
-	if s.i < len(s.text) && s.text[s.i] == ']' {
-		s.i++
-		return n, true
-	}
 	mark := len(s.istack)
 	defer func() { s.istack = s.istack[:mark] }()
-	for {
+	ok := s.elements(func() bool {
 		it, ok := s.value(depth)
-		if !ok {
-			return nil, false
-		}
 		s.istack = append(s.istack, it)
-		more, ok := s.next(']')
+		return ok
+	})
+	if !ok {
+		return nil, false
+	}
+	if len(s.istack) > mark {
+		n.items = keep(&s.items, s.istack[mark:], itemChunk)
+	}
+	return n, true
+}
+
+// at reports whether the byte at s.i is c.
+func (s *scanner) at(c byte) bool {
+	return s.i < len(s.text) && s.text[s.i] == c
+}
+
+// end reports whether nothing but white space follows s.i.
+func (s *scanner) end() bool {
+	s.space()
+	return s.i == len(s.text)
+}
+
+// colon reads the colon after a key and the white space around it, leaving s.i at the value.
+func (s *scanner) colon() bool {
+	s.space()
+	if !s.at(':') {
+		return false
+	}
+	s.i++
+	s.space()
+	return true
+}
+
+// key reads the key of an object's next member and its colon, leaving s.i at the value.
+func (s *scanner) key() (string, bool) {
+	s.space()
+	if !s.at('"') {
+		return "", false
+	}
+	key, ok := s.str()
+	return key, ok && s.colon()
+}
+
+// members calls read for each member of the object at s.i, with its key and s.i at its value,
+// and reports whether the object was read to its end and every read returned true.
+func (s *scanner) members(read func(key string) bool) bool {
+	if !s.at('{') {
+		return false
+	}
+	s.i++
+	s.space()
+	if s.at('}') {
+		s.i++
+		return true
+	}
+	for {
+		key, ok := s.key()
+		if !ok || !read(key) {
+			return false
+		}
+		more, ok := s.next('}')
 		if !ok {
-			return nil, false
+			return false
 		}
 		if !more {
-			n.items = keep(&s.items, s.istack[mark:], itemChunk)
-			return n, true
+			return true
 		}
 	}
+}
+
+// elements calls read for each element of the array at s.i, with s.i at it, and reports whether
+// the array was read to its end and every read returned true.
+func (s *scanner) elements(read func() bool) bool {
+	if !s.at('[') {
+		return false
+	}
+	s.i++
+	s.space()
+	if s.at(']') {
+		s.i++
+		return true
+	}
+	for {
+		s.space()
+		if !read() {
+			return false
+		}
+		more, ok := s.next(']')
+		if !ok {
+			return false
+		}
+		if !more {
+			return true
+		}
+	}
+}
+
+// word reads w, a literal, at s.i.
+func (s *scanner) word(w string) bool {
+	if len(s.text)-s.i < len(w) || s.text[s.i:s.i+len(w)] != w {
+		return false
+	}
+	s.i += len(w)
+	return true
+}
+
+// skip reads the JSON value at s.i as scanTree would, keeping nothing of it; depth is the nesting
+// of the object or array that holds it.
+func (s *scanner) skip(depth int) bool {
+	if s.i >= len(s.text) {
+		return false
+	}
+	switch c := s.text[s.i]; {
+	case c == '{', c == '[':
+		if depth+1 > maxDepth {
+			return false
+		}
+		if c == '[' {
+			return s.elements(func() bool { return s.skip(depth + 1) })
+		}
+		return s.members(func(string) bool { return s.skip(depth + 1) })
+	case c == '"':
+		_, _, ok := s.strValue()
+		return ok
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	case c == 't':
+		return s.word("true")
+	case c == 'f':
+		return s.word("false")
+	case c == 'n':
+		return s.word("null")
+	}
+	return false
 }
 
 // number reads a number as RFC 8259 writes it (numberEnd).

@@ -1,0 +1,498 @@
+package event
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+// One pass for the bodies that have no problem. Nearly every body a service receives has none,
+// and for those, reading the JSON tree (scanTree) and then walking it (decoder) read each body
+// twice and built a tree only to drop it. readBody decodes such a body in one pass over its text,
+// straight into events, validating each event as it is read. It gives up at the first thing wrong,
+// and parseBody then reads the body with the tree, whose decoder is the one that lists problems:
+// a body is accepted by one reader exactly when it is by the other, with the same events, and the
+// problems of a refused body are listed exactly as the tree's decoder lists them. FuzzParseBody
+// holds the two readers to that.
+
+// minEventBytes is about the fewest bytes an acceptable event object takes; readBody sizes a
+// batch's room by it, up to MaxBatch events.
+const minEventBytes = 100
+
+// readBody decodes data as parseBody does when data holds no problem at all, and ok is false
+// otherwise (what it may have written into shared's memory by then is overwritten by the tree's
+// decoder, which takes the same room again).
+func (s *scanner) readBody(data []byte, shared *Room) (out []Parsed, batch, ok bool) {
+	if !utf8.Valid(data) {
+		return nil, false, false
+	}
+	s.text, s.i = string(data), 0
+	d := decoder{data: data}
+	s.space()
+	if !s.at('{') {
+		return nil, false, false
+	}
+	root := s.i
+	s.i++
+	s.space()
+	if s.at('"') {
+		key, ok := s.str()
+		if !ok {
+			return nil, false, false
+		}
+		if key == "events" {
+			out, ok = s.readBatch(&d, shared)
+			return out, true, ok && s.end()
+		}
+	}
+	s.i = root
+	out, parties := shared.take(1, 3)
+	d.parties = &parties
+	p, ok := s.readEvent(&d, 1)
+	if !ok || !s.end() {
+		return nil, false, false
+	}
+	return append(out, p), false, true
+}
+
+// readBatch reads the rest of a batch body from just after its "events" key: the array of 1 to
+// MaxBatch events, and the end of the body's object, which may hold nothing else.
+func (s *scanner) readBatch(d *decoder, shared *Room) ([]Parsed, bool) {
+	if !s.colon() || !s.at('[') {
+		return nil, false
+	}
+	s.i++
+	n := min(MaxBatch, len(s.text)/minEventBytes+1)
+	out, parties := shared.take(n, 2*n)
+	d.parties = &parties
+	for more := true; more; {
+		if len(out) == MaxBatch {
+			return nil, false
+		}
+		s.space()
+		p, ok := s.readEvent(d, 3)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, p)
+		if more, ok = s.next(']'); !ok {
+			return nil, false
+		}
+	}
+	shared.hold(out)
+	more, ok := s.next('}')
+	return out, ok && !more
+}
+
+// first records member m of an object in seen, the members of that object read so far, and
+// reports whether it was not read before, so that a key given twice is refused. m < 0 is a key
+// the object does not have.
+func first(seen *uint32, m int) bool {
+	if m < 0 || *seen&(1<<m) != 0 {
+		return false
+	}
+	*seen |= 1 << m
+	return true
+}
+
+// The members of an event object, as readEvent numbers them.
+const (
+	mType = iota
+	mProviderCallID
+	mOccurredAt
+	mCall
+	mProvider
+	mSequence
+	mProviderEventID
+	mObserver
+	mLocations
+	mRaw
+	mAnsweredBy
+	mDisposition
+	mDuration
+	mTalkTime
+	mAnsweredElsewhere
+	mSIPCode
+	mSIPReason
+	mReleased
+	mTo
+	mMode
+	mURL
+	mMIMEType
+	mBytes
+	mText
+	mLanguage
+	mConfidence
+)
+
+// eventMember returns the number of an event's member key, or -1 for a key an event does not
+// have.
+func eventMember(key string) int {
+	switch key {
+	case "type":
+		return mType
+	case "providerCallId":
+		return mProviderCallID
+	case "occurredAt":
+		return mOccurredAt
+	case "call":
+		return mCall
+	case "provider":
+		return mProvider
+	case "sequence":
+		return mSequence
+	case "providerEventId":
+		return mProviderEventID
+	case "observer":
+		return mObserver
+	case "locations":
+		return mLocations
+	case "raw":
+		return mRaw
+	case "answeredBy":
+		return mAnsweredBy
+	case "disposition":
+		return mDisposition
+	case "duration":
+		return mDuration
+	case "talkTime":
+		return mTalkTime
+	case "answeredElsewhere":
+		return mAnsweredElsewhere
+	case "sipCode":
+		return mSIPCode
+	case "sipReason":
+		return mSIPReason
+	case "released":
+		return mReleased
+	case "to":
+		return mTo
+	case "mode":
+		return mMode
+	case "url":
+		return mURL
+	case "mimeType":
+		return mMIMEType
+	case "bytes":
+		return mBytes
+	case "text":
+		return mText
+	case "language":
+		return mLanguage
+	case "confidence":
+		return mConfidence
+	}
+	return -1
+}
+
+// readEvent reads the event object at s.i, at nesting depth (that of the object itself), and
+// returns it when it has no problem.
+func (s *scanner) readEvent(d *decoder, depth int) (Parsed, bool) {
+	start := s.i
+	var e Event
+	var block []byte
+	var seen uint32
+	ok := s.members(func(key string) bool {
+		m := eventMember(key)
+		if !first(&seen, m) {
+			return false
+		}
+		ok := true
+		switch m {
+		case mType:
+			e.Type, ok = as[Type](s.readString())
+		case mProviderCallID:
+			e.ProviderCallID, ok = s.readString()
+		case mOccurredAt:
+			var v string
+			if v, ok = s.readString(); ok {
+				t, err := parseUTC(v)
+				e.OccurredAt, ok = t, err == nil
+			}
+		case mCall:
+			from := s.i
+			e.Call, ok = s.readCall(d)
+			block = d.data[from:s.i]
+		case mProvider:
+			// The empty provider and the empty event id are refused, not taken for absent.
+			from := s.i
+			e.Provider, ok = s.readString()
+			ok = ok && (e.Provider != "" || s.text[from] == 'n')
+		case mSequence:
+			e.Sequence, _, ok = s.readWhole()
+		case mProviderEventID:
+			from := s.i
+			e.ProviderEventID, ok = s.readString()
+			ok = ok && (e.ProviderEventID != "" || s.text[from] == 'n')
+		case mObserver:
+			e.Observer, ok = as[Observer](s.readString())
+		case mLocations:
+			e.Locations, ok = s.readStrings()
+		case mRaw:
+			if !s.word("null") {
+				from := s.i
+				ok = s.at('{') && s.skip(depth)
+				e.Raw = json.RawMessage(d.data[from:s.i])
+			}
+		case mAnsweredBy:
+			e.AnsweredBy, ok = s.readString()
+		case mDisposition:
+			e.Disposition, ok = as[Disposition](s.readString())
+		case mDuration:
+			e.Duration, ok = s.readFloat()
+		case mTalkTime:
+			e.TalkTime, ok = s.readFloat()
+		case mAnsweredElsewhere:
+			e.AnsweredElsewhere, ok = s.readBool()
+		case mSIPCode:
+			e.SIPCode, ok = s.readSmallInt()
+		case mSIPReason:
+			e.SIPReason, ok = s.readString()
+		case mReleased:
+			e.Released, ok = s.readBool()
+		case mTo:
+			e.TransferTo, ok = s.readParty(d)
+		case mMode:
+			e.Mode, ok = as[TransferMode](s.readString())
+		case mURL:
+			e.URL, ok = s.readString()
+		case mMIMEType:
+			e.MIMEType, ok = s.readString()
+		case mBytes:
+			e.Bytes, ok = s.readInt()
+		case mText:
+			e.Text, ok = s.readString()
+		case mLanguage:
+			e.Language, ok = s.readString()
+		case mConfidence:
+			e.Confidence, ok = s.readFloat()
+		}
+		return ok
+	})
+	if !ok {
+		return Parsed{}, false
+	}
+	// Validation refuses an event that left out a member it must give, or gave it as null.
+	var ps problems
+	e.validate(&ps, "", true) // raw, when set, is an object skip read
+	if len(ps.list) > 0 {
+		return Parsed{}, false
+	}
+	return Parsed{Event: e, Body: d.data[start:s.i], Block: block}, true
+}
+
+// readCall reads a call block.
+func (s *scanner) readCall(d *decoder) (Call, bool) {
+	var c Call
+	var seen uint32
+	ok := s.members(func(key string) bool {
+		m := callMember(key)
+		if !first(&seen, m) {
+			return false
+		}
+		ok := true
+		switch m {
+		case 0:
+			c.Direction, ok = as[Direction](s.readString())
+		case 1:
+			c.From, ok = s.readParty(d)
+		case 2:
+			c.To, ok = s.readParty(d)
+		case 3:
+			c.Trunk, ok = s.readString()
+		case 4:
+			ok = s.readDiversion(d, &c.Diversion)
+		}
+		return ok
+	})
+	return c, ok
+}
+
+// callMember returns the number of a call block's member key (0 to 4), or -1.
+func callMember(key string) int {
+	switch key {
+	case "direction":
+		return 0
+	case "from":
+		return 1
+	case "to":
+		return 2
+	case "trunk":
+		return 3
+	case "diversion":
+		return 4
+	}
+	return -1
+}
+
+// readDiversion reads a call's diversion hops, or null.
+func (s *scanner) readDiversion(d *decoder, hops *[]Diversion) bool {
+	if s.word("null") {
+		return true
+	}
+	*hops = make([]Diversion, 0, 2)
+	return s.elements(func() bool {
+		var dv Diversion
+		var seen uint32
+		ok := s.members(func(key string) bool {
+			if m := partyMember(key); m >= 0 {
+				return first(&seen, m) && s.readPartyMember(&dv.Party, m)
+			}
+			var ok bool
+			switch key {
+			case "reason":
+				dv.Reason, ok = s.readString()
+				return first(&seen, 5) && ok
+			case "counter":
+				dv.Counter, ok = s.readSmallInt()
+				return first(&seen, 6) && ok
+			}
+			return false
+		})
+		*hops = append(*hops, dv)
+		return ok
+	})
+}
+
+// partyMember returns the number of a party's member key (0 to 4), or -1.
+func partyMember(key string) int {
+	switch key {
+	case "kind":
+		return 0
+	case "number":
+		return 1
+	case "name":
+		return 2
+	case "extension":
+		return 3
+	case "uri":
+		return 4
+	}
+	return -1
+}
+
+// readPartyMember reads the value of member m of a party into pt.
+func (s *scanner) readPartyMember(pt *Party, m int) bool {
+	v, ok := s.readString()
+	switch m {
+	case 0:
+		pt.Kind = PartyKind(v)
+	case 1:
+		pt.Number = v
+	case 2:
+		pt.Name = v
+	case 3:
+		pt.Extension = v
+	case 4:
+		pt.URI = v
+	}
+	return ok
+}
+
+// readParty reads a party object, or null.
+func (s *scanner) readParty(d *decoder) (*Party, bool) {
+	if s.word("null") {
+		return nil, true
+	}
+	if !s.at('{') {
+		return nil, false
+	}
+	pt := d.newParty()
+	var seen uint32
+	ok := s.members(func(key string) bool {
+		m := partyMember(key)
+		return first(&seen, m) && s.readPartyMember(pt, m)
+	})
+	return pt, ok
+}
+
+// readStrings reads a non-empty array of strings, or null.
+func (s *scanner) readStrings() ([]string, bool) {
+	if s.word("null") {
+		return nil, true
+	}
+	var out []string
+	ok := s.elements(func() bool {
+		v, ok := s.readString()
+		out = append(out, v)
+		return ok
+	})
+	return out, ok && len(out) > 0
+}
+
+// readString reads a string, or null ("").
+func (s *scanner) readString() (string, bool) {
+	if s.at('"') {
+		return s.str()
+	}
+	return "", s.word("null")
+}
+
+// as gives a string read by readString as one of the vocabulary's string types.
+func as[T ~string](v string, ok bool) (T, bool) {
+	return T(v), ok
+}
+
+// readNumber reads a number's text, or null ("").
+func (s *scanner) readNumber() (string, bool) {
+	if s.word("null") {
+		return "", true
+	}
+	start := s.i
+	if !s.number() {
+		return "", false
+	}
+	return s.text[start:s.i], true
+}
+
+// readFloat reads a number that fits a float64, or null (nil).
+func (s *scanner) readFloat() (*float64, bool) {
+	t, ok := s.readNumber()
+	if !ok || t == "" {
+		return nil, ok
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	return &f, err == nil
+}
+
+// readWhole reads a whole number that fits an int64, or null (null true).
+func (s *scanner) readWhole() (i int64, null, ok bool) {
+	t, ok := s.readNumber()
+	if !ok || t == "" {
+		return 0, ok, ok
+	}
+	i, err := strconv.ParseInt(t, 10, 64)
+	return i, false, err == nil
+}
+
+// readInt reads a whole number that fits an int64, or null (nil).
+func (s *scanner) readInt() (*int64, bool) {
+	i, null, ok := s.readWhole()
+	if null || !ok {
+		return nil, ok
+	}
+	return &i, true
+}
+
+// readSmallInt reads a whole number that fits an int32, or null (nil).
+func (s *scanner) readSmallInt() (*int, bool) {
+	i, ok := s.readInt()
+	if !ok || i == nil {
+		return nil, ok
+	}
+	v := int(*i)
+	return &v, *i >= -1<<31 && *i <= 1<<31-1
+}
+
+// readBool reads true, false or null (nil).
+func (s *scanner) readBool() (*bool, bool) {
+	var b bool
+	switch {
+	case s.word("true"):
+		b = true
+	case s.word("false"):
+	default:
+		return nil, s.word("null")
+	}
+	return &b, true
+}
