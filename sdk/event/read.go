@@ -15,9 +15,10 @@ import (
 // problems of a refused body are listed exactly as the tree's decoder lists them. FuzzParseBody
 // holds the two readers to that.
 
-// minEventBytes is about the fewest bytes an acceptable event object takes; readBody sizes a
-// batch's room by it, up to MaxBatch events.
-const minEventBytes = 100
+// eventBytes is about the size of an event as reporters send them, most of it the raw record;
+// readBody sizes a batch's room by it, up to MaxBatch events. A batch of smaller events grows
+// the room as it is read, and a Room keeps what it grew to.
+const eventBytes = 400
 
 // readBody decodes data as parseBody does when data holds no problem at all, and ok is false
 // otherwise (what it may have written into shared's memory by then is overwritten by the tree's
@@ -62,7 +63,7 @@ func (s *scanner) readBatch(d *decoder, shared *Room) ([]Parsed, bool) {
 		return nil, false
 	}
 	s.i++
-	n := min(MaxBatch, len(s.text)/minEventBytes+1)
+	n := min(MaxBatch, len(s.text)/eventBytes+1)
 	out, parties := shared.take(n, 2*n)
 	d.parties = &parties
 	for more := true; more; {
