@@ -37,12 +37,12 @@ func ParseBody(data []byte) ([]Parsed, bool, error) {
 	return parseBody(&s, data, nil)
 }
 
-// A Parser decodes request bodies as ParseBody does, and keeps the memory it reads a body's JSON
-// into for the next body (up to about 200 KiB): a body with no problem is read in one pass,
-// straight into its events, and one with a problem is read again as a tree, so that its problems
-// can be listed, into that memory. The zero Parser is ready to use. A Parser
-// must not be used by two goroutines at once. The events it returns share no memory with it:
-// it may parse the next body while they are in use.
+// A Parser decodes request bodies as ParseBody does. A body with no problem is read in one pass,
+// straight into its events; one with a problem is read again as a JSON tree, so that every
+// problem can be listed, and the Parser keeps the tree's memory for its next body (up to about
+// 200 KiB). The zero Parser is ready to use. A Parser must not be used by two goroutines at once.
+// The events it returns share no memory with it: it may parse the next body while they are in
+// use.
 type Parser struct {
 	s scanner
 }
