@@ -363,12 +363,12 @@ func (d *decoder) event(n *node, p string) (Parsed, bool) {
 				}
 			}
 		}
-		switch f.key {
-		case "type":
+		switch eventMember(f.key) {
+		case mType:
 			e.Type = Type(d.str(v, path))
-		case "providerCallId":
+		case mProviderCallID:
 			e.ProviderCallID = d.str(v, path)
-		case "occurredAt":
+		case mOccurredAt:
 			if v.kind == kindNull {
 				break
 			}
@@ -382,7 +382,7 @@ func (d *decoder) event(n *node, p string) (Parsed, bool) {
 				break
 			}
 			e.OccurredAt = t
-		case "call":
+		case mCall:
 			switch v.kind {
 			case kindNull:
 			case kindObject:
@@ -392,25 +392,25 @@ func (d *decoder) event(n *node, p string) (Parsed, bool) {
 				d.typeProblem(path, "must be a call object")
 				d.ps.mark(join(path, "direction"))
 			}
-		case "provider":
+		case mProvider:
 			e.Provider = d.str(v, path)
 			if v.kind == kindString && v.str == "" {
 				d.typeProblem(path, "must not be empty; leave it out for \"sip\"")
 			}
-		case "sequence":
+		case mSequence:
 			if i := d.integer(v, path); i != nil {
 				e.Sequence = *i
 			}
-		case "providerEventId":
+		case mProviderEventID:
 			e.ProviderEventID = d.str(v, path)
 			if v.kind == kindString && v.str == "" {
 				d.typeProblem(path, "must not be empty; use null when there is none")
 			}
-		case "observer":
+		case mObserver:
 			e.Observer = Observer(d.str(v, path))
-		case "locations":
+		case mLocations:
 			e.Locations = d.strings(v, path)
-		case "raw":
+		case mRaw:
 			switch v.kind {
 			case kindNull:
 			case kindObject:
@@ -418,37 +418,37 @@ func (d *decoder) event(n *node, p string) (Parsed, bool) {
 			default:
 				d.typeProblem(path, "must be a JSON object or null")
 			}
-		case "answeredBy":
+		case mAnsweredBy:
 			e.AnsweredBy = d.str(v, path)
-		case "disposition":
+		case mDisposition:
 			e.Disposition = Disposition(d.str(v, path))
-		case "duration":
+		case mDuration:
 			e.Duration = d.float(v, path)
-		case "talkTime":
+		case mTalkTime:
 			e.TalkTime = d.float(v, path)
-		case "answeredElsewhere":
+		case mAnsweredElsewhere:
 			e.AnsweredElsewhere = d.boolean(v, path)
-		case "sipCode":
+		case mSIPCode:
 			e.SIPCode = d.smallInt(v, path)
-		case "sipReason":
+		case mSIPReason:
 			e.SIPReason = d.str(v, path)
-		case "released":
+		case mReleased:
 			e.Released = d.boolean(v, path)
-		case "to":
+		case mTo:
 			e.TransferTo = d.party(v, path)
-		case "mode":
+		case mMode:
 			e.Mode = TransferMode(d.str(v, path))
-		case "url":
+		case mURL:
 			e.URL = d.str(v, path)
-		case "mimeType":
+		case mMIMEType:
 			e.MIMEType = d.str(v, path)
-		case "bytes":
+		case mBytes:
 			e.Bytes = d.integer(v, path)
-		case "text":
+		case mText:
 			e.Text = d.str(v, path)
-		case "language":
+		case mLanguage:
 			e.Language = d.str(v, path)
-		case "confidence":
+		case mConfidence:
 			e.Confidence = d.float(v, path)
 		default:
 			d.typeProblem(path, "is not a field of an event")
@@ -494,16 +494,16 @@ func (d *decoder) call(n *node, p string) Call {
 	var c Call
 	for _, f := range n.fields {
 		path := member(p, f.key)
-		switch f.key {
-		case "direction":
+		switch callMember(f.key) {
+		case mDirection:
 			c.Direction = Direction(d.str(f.val, path))
-		case "from":
+		case mFrom:
 			c.From = d.party(f.val, path)
-		case "to":
+		case mCallTo:
 			c.To = d.party(f.val, path)
-		case "trunk":
+		case mTrunk:
 			c.Trunk = d.str(f.val, path)
-		case "diversion":
+		case mDiversion:
 			switch f.val.kind {
 			case kindNull:
 			case kindArray:
@@ -550,16 +550,16 @@ func (d *decoder) party(n *node, p string) *Party {
 
 func (d *decoder) partyField(pt *Party, f field, p string) bool {
 	path := member(p, f.key)
-	switch f.key {
-	case "kind":
+	switch partyMember(f.key) {
+	case mKind:
 		pt.Kind = PartyKind(d.str(f.val, path))
-	case "number":
+	case mNumber:
 		pt.Number = d.str(f.val, path)
-	case "name":
+	case mName:
 		pt.Name = d.str(f.val, path)
-	case "extension":
+	case mExtension:
 		pt.Extension = d.str(f.val, path)
-	case "uri":
+	case mURI:
 		pt.URI = d.str(f.val, path)
 	default:
 		return false
@@ -575,10 +575,10 @@ func (d *decoder) diversion(n *node, p string) Diversion {
 			continue
 		}
 		path := member(p, f.key)
-		switch f.key {
-		case "reason":
+		switch hopMember(f.key) {
+		case mReason:
 			dv.Reason = d.str(f.val, path)
-		case "counter":
+		case mCounter:
 			dv.Counter = d.smallInt(f.val, path)
 		default:
 			d.typeProblem(path, "is not a field of a diversion")

@@ -96,96 +96,6 @@ func first(seen *uint32, m int) bool {
 	return true
 }
 
-// The members of an event object, as readEvent numbers them.
-const (
-	mType = iota
-	mProviderCallID
-	mOccurredAt
-	mCall
-	mProvider
-	mSequence
-	mProviderEventID
-	mObserver
-	mLocations
-	mRaw
-	mAnsweredBy
-	mDisposition
-	mDuration
-	mTalkTime
-	mAnsweredElsewhere
-	mSIPCode
-	mSIPReason
-	mReleased
-	mTo
-	mMode
-	mURL
-	mMIMEType
-	mBytes
-	mText
-	mLanguage
-	mConfidence
-)
-
-// eventMember returns the number of an event's member key, or -1 for a key an event does not
-// have.
-func eventMember(key string) int {
-	switch key {
-	case "type":
-		return mType
-	case "providerCallId":
-		return mProviderCallID
-	case "occurredAt":
-		return mOccurredAt
-	case "call":
-		return mCall
-	case "provider":
-		return mProvider
-	case "sequence":
-		return mSequence
-	case "providerEventId":
-		return mProviderEventID
-	case "observer":
-		return mObserver
-	case "locations":
-		return mLocations
-	case "raw":
-		return mRaw
-	case "answeredBy":
-		return mAnsweredBy
-	case "disposition":
-		return mDisposition
-	case "duration":
-		return mDuration
-	case "talkTime":
-		return mTalkTime
-	case "answeredElsewhere":
-		return mAnsweredElsewhere
-	case "sipCode":
-		return mSIPCode
-	case "sipReason":
-		return mSIPReason
-	case "released":
-		return mReleased
-	case "to":
-		return mTo
-	case "mode":
-		return mMode
-	case "url":
-		return mURL
-	case "mimeType":
-		return mMIMEType
-	case "bytes":
-		return mBytes
-	case "text":
-		return mText
-	case "language":
-		return mLanguage
-	case "confidence":
-		return mConfidence
-	}
-	return -1
-}
-
 // readEvent reads the event object at s.i, at nesting depth (that of the object itself), and
 // returns it when it has no problem.
 func (s *scanner) readEvent(d *decoder, depth int) (Parsed, bool) {
@@ -293,37 +203,20 @@ func (s *scanner) readCall(d *decoder) (Call, bool) {
 		}
 		ok := true
 		switch m {
-		case 0:
+		case mDirection:
 			c.Direction, ok = as[Direction](s.readString())
-		case 1:
+		case mFrom:
 			c.From, ok = s.readParty(d)
-		case 2:
+		case mCallTo:
 			c.To, ok = s.readParty(d)
-		case 3:
+		case mTrunk:
 			c.Trunk, ok = s.readString()
-		case 4:
+		case mDiversion:
 			ok = s.readDiversion(d, &c.Diversion)
 		}
 		return ok
 	})
 	return c, ok
-}
-
-// callMember returns the number of a call block's member key (0 to 4), or -1.
-func callMember(key string) int {
-	switch key {
-	case "direction":
-		return 0
-	case "from":
-		return 1
-	case "to":
-		return 2
-	case "trunk":
-		return 3
-	case "diversion":
-		return 4
-	}
-	return -1
 }
 
 // readDiversion reads a call's diversion hops, or null.
@@ -336,55 +229,39 @@ func (s *scanner) readDiversion(d *decoder, hops *[]Diversion) bool {
 		var dv Diversion
 		var seen uint32
 		ok := s.members(func(key string) bool {
-			if m := partyMember(key); m >= 0 {
-				return first(&seen, m) && s.readPartyMember(&dv.Party, m)
+			m := hopMember(key)
+			if !first(&seen, m) {
+				return false
 			}
 			var ok bool
-			switch key {
-			case "reason":
+			switch m {
+			case mReason:
 				dv.Reason, ok = s.readString()
-				return first(&seen, 5) && ok
-			case "counter":
+			case mCounter:
 				dv.Counter, ok = s.readSmallInt()
-				return first(&seen, 6) && ok
+			default:
+				ok = s.readPartyMember(&dv.Party, m)
 			}
-			return false
+			return ok
 		})
 		*hops = append(*hops, dv)
 		return ok
 	})
 }
 
-// partyMember returns the number of a party's member key (0 to 4), or -1.
-func partyMember(key string) int {
-	switch key {
-	case "kind":
-		return 0
-	case "number":
-		return 1
-	case "name":
-		return 2
-	case "extension":
-		return 3
-	case "uri":
-		return 4
-	}
-	return -1
-}
-
-// readPartyMember reads the value of member m of a party into pt.
+// readPartyMember reads the value of member m of a party (mKind to mURI) into pt.
 func (s *scanner) readPartyMember(pt *Party, m int) bool {
 	v, ok := s.readString()
 	switch m {
-	case 0:
+	case mKind:
 		pt.Kind = PartyKind(v)
-	case 1:
+	case mNumber:
 		pt.Number = v
-	case 2:
+	case mName:
 		pt.Name = v
-	case 3:
+	case mExtension:
 		pt.Extension = v
-	case 4:
+	case mURI:
 		pt.URI = v
 	}
 	return ok
