@@ -264,7 +264,7 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 	calls := plan(orgID, events, now, eventIDs(len(events)), m)
 	log := reqLog{l: s.log, traceID: traceID, orgID: orgID}
 
-	if err := s.ring(ctx, log, orgID, traceID, events, calls, check); err != nil {
+	if err := s.ring(ctx, log, orgID, traceID, events, calls, check, m); err != nil {
 		return Result{}, err
 	}
 
@@ -292,9 +292,13 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 // not already on file. Lookups and publishes run concurrently, each bounded by its timeout; their
 // failures are logged and counted, never returned. The only error is a transient store failure
 // while checking what is on file.
-func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, events []event.Parsed, calls []*plannedCall, check *store.KeyCheck) error {
-	var ringing []*plannedCall
-	var refs []store.EventRef
+//
+// Rings that can wait on nothing outside this process (no client system to ask, an in-process
+// broker; see waiter) run in turn on the request's goroutine, and a publish that cannot wait has
+// no deadline of its own: each is over at once, and a goroutine or a timer per ring would cost
+// more than the ring.
+func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, events []event.Parsed, calls []*plannedCall, check *store.KeyCheck, m *planMemory) error {
+	ringing, refs := m.ringing[:0], m.refs[:0]
 	for _, pc := range calls {
 		if pc.received >= 0 {
 			ringing = append(ringing, pc)
@@ -305,6 +309,7 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 			})
 		}
 	}
+	m.ringing, m.refs = ringing, refs
 	if len(ringing) == 0 {
 		return nil
 	}
@@ -312,11 +317,8 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 	if err != nil {
 		return s.storeError("check events on file", err)
 	}
-	type toRing struct {
-		pc  *plannedCall
-		ref store.EventRef
-	}
-	var rings []toRing
+	// The calls to ring are kept in place, with their refs.
+	n := 0
 	for i, pc := range ringing {
 		if i < len(known) && known[i].Known {
 			s.metrics.repeat.Inc()
@@ -328,61 +330,99 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 			s.metrics.late.Inc()
 			continue
 		}
-		rings = append(rings, toRing{pc, refs[i]})
+		ringing[n], refs[n] = pc, refs[i]
+		n++
 	}
-	if len(rings) == 0 {
+	if n == 0 {
 		return nil
 	}
-	// The request's lookups start together, so they share one deadline.
-	lctx := ctx
+	r := ringer{s: s, log: log, orgID: orgID, traceID: traceID, events: events, ctx: ctx, lctx: ctx,
+		publishWaits: mayWait(ctx, s.opts.Publisher, orgID)}
 	if s.opts.Lookup != nil {
+		// The request's lookups share one deadline: they start together, or follow one another
+		// when none may wait.
 		var cancel context.CancelFunc
-		lctx, cancel = context.WithTimeout(ctx, s.opts.LookupTimeout)
+		r.lctx, cancel = context.WithTimeout(ctx, s.opts.LookupTimeout)
 		defer cancel()
 	}
-	ring := func(pc *plannedCall, ref store.EventRef) {
-		defer func() {
-			// A lookup or broker that panics costs the popup, never the call.
-			if r := recover(); r != nil {
-				s.metrics.missed.Inc()
-				log.error("popup: recovered from a panic; the call is still recorded", "panic", fmt.Sprint(r))
-			}
-		}()
-		e := &events[pc.received].Event
-		clients, outcome := s.lookup(lctx, log, orgID, e)
-		if outcome != popup.LookupFailed && outcome != popup.LookupNotSet {
-			pc.write.Clients = mustJSON(clients)
+	if n == 1 || !r.publishWaits && !mayWait(ctx, s.opts.Lookup, orgID) {
+		// A report's one ring, or rings that wait on nothing: a goroutine would only add its
+		// start and its stack.
+		for i := range n {
+			r.ring(ringing[i], refs[i])
 		}
-		// The publisher gets parties of its own: the events' are the caller's memory.
-		p := popup.Popup{
-			ID:             PopupID(orgID, ref.Provider, ref.ProviderCallID),
-			OrgID:          orgID,
-			CallID:         pc.write.ID,
-			Provider:       ref.Provider,
-			ProviderCallID: ref.ProviderCallID,
-			Locations:      popup.UniqueLocations(e.EffectiveLocations()),
-			Direction:      string(e.Call.Direction),
-			From:           copyParty(e.Call.From),
-			To:             copyParty(e.Call.To),
-			Trunk:          e.Call.Trunk,
-			Clients:        clients,
-			OccurredAt:     e.OccurredAt,
-			TraceID:        traceID,
-			Lookup:         outcome,
-		}
-		s.publish(ctx, log, p)
-	}
-	if len(rings) == 1 {
-		// A report's one ring runs here: a goroutine would only add its start and its stack.
-		ring(rings[0].pc, rings[0].ref)
 		return nil
 	}
 	var wg sync.WaitGroup
-	for _, r := range rings {
-		wg.Go(func() { ring(r.pc, r.ref) })
+	for i := range n {
+		pc, ref := ringing[i], refs[i]
+		wg.Go(func() { r.ring(pc, ref) })
 	}
 	wg.Wait()
 	return nil
+}
+
+// waiter is what a CallerLookup or a Publisher may also tell: whether asking it on behalf of
+// orgID may wait on something outside this process (a client system, a Redis server). One that
+// says no answers at once; one that does not implement waiter may wait.
+type waiter interface {
+	MayWait(ctx context.Context, orgID string) bool
+}
+
+// mayWait reports whether asking v (a CallerLookup or a Publisher) on behalf of orgID may wait;
+// nil never does.
+func mayWait(ctx context.Context, v any, orgID string) bool {
+	if v == nil {
+		return false
+	}
+	w, ok := v.(waiter)
+	return !ok || w.MayWait(ctx, orgID)
+}
+
+// ringer rings the calls of one request.
+type ringer struct {
+	s              *Service
+	log            reqLog
+	orgID, traceID string
+	events         []event.Parsed
+	// ctx is the request's; lctx bounds its lookups.
+	ctx, lctx context.Context
+	// publishWaits is set when a publish may wait, and so takes a deadline of its own.
+	publishWaits bool
+}
+
+// ring looks up the caller of pc's call_received and publishes its popup.
+func (r *ringer) ring(pc *plannedCall, ref store.EventRef) {
+	s := r.s
+	defer func() {
+		// A lookup or broker that panics costs the popup, never the call.
+		if p := recover(); p != nil {
+			s.metrics.missed.Inc()
+			r.log.error("popup: recovered from a panic; the call is still recorded", "panic", fmt.Sprint(p))
+		}
+	}()
+	e := &r.events[pc.received].Event
+	clients, outcome := s.lookup(r.lctx, r.log, r.orgID, e)
+	if outcome != popup.LookupFailed && outcome != popup.LookupNotSet {
+		pc.write.Clients = mustJSON(clients)
+	}
+	// The publisher gets parties of its own: the events' are the caller's memory.
+	s.publish(r.ctx, r.log, popup.Popup{
+		ID:             PopupID(r.orgID, ref.Provider, ref.ProviderCallID),
+		OrgID:          r.orgID,
+		CallID:         pc.write.ID,
+		Provider:       ref.Provider,
+		ProviderCallID: ref.ProviderCallID,
+		Locations:      popup.UniqueLocations(e.EffectiveLocations()),
+		Direction:      string(e.Call.Direction),
+		From:           copyParty(e.Call.From),
+		To:             copyParty(e.Call.To),
+		Trunk:          e.Call.Trunk,
+		Clients:        clients,
+		OccurredAt:     e.OccurredAt,
+		TraceID:        r.traceID,
+		Lookup:         outcome,
+	}, r.publishWaits)
 }
 
 // copyParty returns a copy of *p, or nil for nil.
@@ -422,15 +462,19 @@ func (s *Service) lookup(ctx context.Context, log reqLog, orgID string, e *event
 	return clients, popup.LookupMatched
 }
 
-func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup) {
+// publish hands p to the publisher, within PublishTimeout when it may wait.
+func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup, waits bool) {
 	if s.opts.Publisher == nil {
 		s.metrics.dropped.Inc()
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
-	defer cancel()
+	if waits {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.PublishTimeout)
+		defer cancel()
+	}
 	p.PublishedAt = s.opts.Now().UTC()
-	err := s.opts.Publisher.Publish(pctx, p)
+	err := s.opts.Publisher.Publish(ctx, p)
 	switch {
 	case errors.Is(err, popup.ErrRepeat):
 		// Another copy of the report, racing this one here or on another replica, rang the

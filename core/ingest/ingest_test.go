@@ -224,6 +224,8 @@ type recorder struct {
 	publishErr error
 	writeErr   error
 	popups     []popup.Popup
+	// deadlines notes, for each lookup and publish in turn, whether its context had a deadline.
+	deadlines []string
 
 	// holdWrites, when not nil, holds every write until it is closed; writers counts the
 	// writes waiting or done.
@@ -259,8 +261,17 @@ func (r *recorder) step(s string) {
 	r.steps = append(r.steps, s)
 }
 
+// noteDeadline notes whether the context of the step what had a deadline.
+func (r *recorder) noteDeadline(ctx context.Context, what string) {
+	_, ok := ctx.Deadline()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deadlines = append(r.deadlines, fmt.Sprintf("%s %t", what, ok))
+}
+
 func (r *recorder) Lookup(ctx context.Context, orgID, number string) ([]popup.Client, error) {
 	r.step("lookup " + number)
+	r.noteDeadline(ctx, "lookup")
 	if r.lookupWait > 0 {
 		select {
 		case <-time.After(r.lookupWait):
@@ -276,6 +287,7 @@ func (r *recorder) Lookup(ctx context.Context, orgID, number string) ([]popup.Cl
 
 func (r *recorder) Publish(ctx context.Context, p popup.Popup) error {
 	r.step("publish " + p.ProviderCallID)
+	r.noteDeadline(ctx, "publish")
 	r.mu.Lock()
 	r.popups = append(r.popups, p)
 	r.mu.Unlock()
@@ -372,6 +384,65 @@ func TestIngestOrder(t *testing.T) {
 	}
 }
 
+// patient is a recorder that says whether asking it may wait (waiter).
+type patient struct {
+	*recorder
+	waits bool
+}
+
+func (p patient) MayWait(context.Context, string) bool { return p.waits }
+
+// TestRingsThatCannotWait: rings whose lookup and broker both say they cannot wait run in turn,
+// in the request's order. The lookups always share the request's lookup deadline; a publish has
+// a deadline of its own only when the broker may wait (or does not say).
+func TestRingsThatCannotWait(t *testing.T) {
+	body := batch(ev("call_received", "a", 0, t0, ""), ev("call_ended", "a", 1, t0, ""),
+		ev("call_received", "b", 0, t0, ""), ev("call_received", "c", 0, t0, ""))
+	inTurn := "lookup +15551230000,publish a,lookup +15551230000,publish b,lookup +15551230000,publish c,write"
+	for _, tc := range []struct {
+		name                string
+		lookup, publisher   func(*recorder) any
+		lookupDL, publishDL bool
+		wantSteps           string
+	}{
+		{"neither waits", waits(false), waits(false), true, false, inTurn},
+		{"the lookup may wait", waits(true), waits(false), true, false, ""},
+		{"the broker may wait", waits(false), waits(true), true, true, ""},
+		{"neither says", plain, plain, true, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder()
+			s, err := New(Options{Writer: r, Lookup: tc.lookup(r).(CallerLookup), Publisher: tc.publisher(r).(Publisher),
+				Now: func() time.Time { return t0.Add(time.Minute) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Ingest(t.Context(), "org1", "t", parse(t, body), nil); err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantSteps != "" {
+				if got := strings.Join(r.steps, ","); got != tc.wantSteps {
+					t.Errorf("steps %s, want %s", got, tc.wantSteps)
+				}
+			}
+			if len(r.popups) != 3 || len(r.steps) != 7 {
+				t.Fatalf("%d popups in steps %q, want 3", len(r.popups), r.steps)
+			}
+			for _, d := range r.deadlines {
+				want := strings.HasPrefix(d, "lookup") && tc.lookupDL || strings.HasPrefix(d, "publish") && tc.publishDL
+				if !strings.HasSuffix(d, fmt.Sprint(want)) {
+					t.Errorf("deadlines %q: want lookups %t, publishes %t", r.deadlines, tc.lookupDL, tc.publishDL)
+					break
+				}
+			}
+		})
+	}
+}
+
+func waits(w bool) func(*recorder) any { return func(r *recorder) any { return patient{r, w} } }
+
+func plain(r *recorder) any { return r }
+
 func TestOnlyCallReceivedRings(t *testing.T) {
 	r := newRecorder()
 	s := newService(t, r)
@@ -430,8 +501,25 @@ func TestAnonymousCallerPopsUpWithoutLookup(t *testing.T) {
 	}
 }
 
-// The caller lookup over HTTP is the pipeline's CallerLookup.
-var _ CallerLookup = (*lookup.Lookup)(nil)
+// The caller lookup over HTTP is the pipeline's CallerLookup, and tells whether it may wait.
+var (
+	_ CallerLookup = (*lookup.Lookup)(nil)
+	_ waiter       = (*lookup.Lookup)(nil)
+)
+
+// TestBrokersThatMayWait: the in-process broker never waits; Redis does not say, so its
+// publishes keep their deadline.
+func TestBrokersThatMayWait(t *testing.T) {
+	if mayWait(t.Context(), popup.NewMemory(popup.MemoryOptions{}), "org1") {
+		t.Error("the in-process broker may wait")
+	}
+	if !mayWait(t.Context(), (*popup.Redis)(nil), "org1") {
+		t.Error("Redis cannot wait")
+	}
+	if mayWait(t.Context(), nil, "org1") {
+		t.Error("no broker may wait")
+	}
+}
 
 func TestLookupNotConfigured(t *testing.T) {
 	r := newRecorder()
@@ -717,11 +805,29 @@ func (leanStore) Lookup(context.Context, string, string) ([]popup.Client, error)
 
 func (leanStore) Publish(context.Context, popup.Popup) error { return nil }
 
+// MayWait says that the lookup and the broker answer at once, as an organization with no client
+// system and the in-process broker do.
+func (leanStore) MayWait(context.Context, string) bool { return false }
+
+// leanButSilent is a leanStore that does not say whether it may wait, as Redis does not: its
+// rings take goroutines and deadlines.
+type leanButSilent struct{ CallerLookup }
+
+func (leanButSilent) Publish(context.Context, popup.Popup) error { return nil }
+
 // BenchmarkIngest runs a request through the service with a store, lookup and broker that cost
-// nothing (an organization with no client system): a batch of ten new calls of five events, ten
-// of them ringing, and a lone call_received.
-func BenchmarkIngest(b *testing.B) {
-	s, err := New(Options{Writer: leanStore{}, Lookup: leanStore{}, Publisher: leanStore{}, Logger: slog.New(slog.DiscardHandler),
+// nothing (an organization with no client system, the in-process broker): a batch of ten new
+// calls of five events, ten of them ringing, and a lone call_received.
+func BenchmarkIngest(b *testing.B) { benchmarkIngest(b, leanStore{}, leanStore{}) }
+
+// BenchmarkIngestMayWait is BenchmarkIngest with a lookup and a broker that may wait (that do
+// not say otherwise), but answer at once.
+func BenchmarkIngestMayWait(b *testing.B) {
+	benchmarkIngest(b, leanButSilent{leanStore{}}, leanButSilent{leanStore{}})
+}
+
+func benchmarkIngest(b *testing.B, l CallerLookup, p Publisher) {
+	s, err := New(Options{Writer: leanStore{}, Lookup: l, Publisher: p, Logger: slog.New(slog.DiscardHandler),
 		Registerer: prometheus.NewRegistry(), Now: func() time.Time { return t0.Add(time.Minute) }})
 	if err != nil {
 		b.Fatal(err)

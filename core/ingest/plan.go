@@ -127,6 +127,8 @@ type planMemory struct {
 	dks                            []string
 	ids                            []byte
 	callWrites                     []store.CallWrite // the store.Write's calls (Ingest)
+	ringing                        []*plannedCall    // the calls that ring, and their refs (ring)
+	refs                           []store.EventRef
 }
 
 // forget clears what m holds of the last request (it points into the request's events), keeping
@@ -139,6 +141,8 @@ func (m *planMemory) forget() {
 	clear(m.writes[:cap(m.writes)])
 	clear(m.dks[:cap(m.dks)])
 	clear(m.callWrites[:cap(m.callWrites)])
+	clear(m.ringing[:cap(m.ringing)])
+	clear(m.refs[:cap(m.refs)])
 }
 
 // plan groups events by call, clamps future timestamps to now for ordering, sorts each call's

@@ -297,6 +297,14 @@ func (l *Lookup) Lookup(ctx context.Context, orgID, number string) ([]popup.Clie
 	return slices.Clone(clients), nil
 }
 
+// MayWait reports whether a lookup for orgID may wait on a client system: true unless the
+// organization's settings, read as Lookup reads them (and cached as long), name no endpoint. When
+// the settings cannot be read it reports true.
+func (l *Lookup) MayWait(ctx context.Context, orgID string) bool {
+	st, err := l.orgState(ctx, orgID)
+	return err != nil || st.lookup.URL != ""
+}
+
 func (l *Lookup) count(result string) {
 	if c, ok := l.metrics.byResult[result]; ok {
 		c.Inc()

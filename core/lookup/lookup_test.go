@@ -280,6 +280,32 @@ func TestNotConfigured(t *testing.T) {
 	}
 }
 
+// TestMayWait: a lookup may wait exactly when it would ask a client system, or cannot tell
+// because the organization's settings are unreadable; the answer follows the settings as Lookup
+// does, and is read within the same settings TTL.
+func TestMayWait(t *testing.T) {
+	f := newLookup(t, lookup.Options{SettingsTTL: 5 * time.Second})
+	f.orgs.set("org-none", store.Lookup{})
+	f.orgs.set("org-set", store.Lookup{URL: "https://crm.example/lookup"})
+	for org, want := range map[string]bool{"org-none": false, "org-missing": false, "org-set": true} {
+		if got := f.l.MayWait(t.Context(), org); got != want {
+			t.Errorf("MayWait(%s) = %t, want %t", org, got, want)
+		}
+	}
+	if r := f.orgs.reads.Load(); r != 3 {
+		t.Errorf("settings read %d times, want once per organization", r)
+	}
+	f.orgs.set("org-none", store.Lookup{URL: "https://crm.example/lookup"})
+	f.clk.advance(6 * time.Second)
+	if !f.l.MayWait(t.Context(), "org-none") {
+		t.Error("MayWait after the organization set an endpoint = false, want true")
+	}
+	f.orgs.fail(fmt.Errorf("db down: %w", store.ErrUnavailable))
+	if !f.l.MayWait(t.Context(), "org-unread") {
+		t.Error("MayWait with the settings unreadable = false, want true")
+	}
+}
+
 func TestFailures(t *testing.T) {
 	big := `{"clients":[` + strings.Repeat(`{"externalId":"x","name":"y"},`, 2000) + `{"externalId":"x","name":"y"}]}`
 	for _, tc := range []struct {

@@ -62,6 +62,10 @@ func newMemory(o MemoryOptions, now func() time.Time) *Memory {
 		subs: map[route]map[*memorySub]struct{}{}}
 }
 
+// MayWait reports false: a publish to this broker never waits (a full subscription buffer drops
+// the popup for that subscription), whatever the organization.
+func (m *Memory) MayWait(context.Context, string) bool { return false }
+
 // Publish claims the ringing p.ID of p.OrgID for the claim TTL and, when the claim is new, queues
 // p for every subscription of p.OrgID to one of p.Locations, once per subscription however many
 // of its locations p names. When this broker published the ringing already within the claim TTL,
