@@ -59,26 +59,22 @@ func (s *scanner) readBody(data []byte, shared *Room) (out []Parsed, batch, ok b
 // readBatch reads the rest of a batch body from just after its "events" key: the array of 1 to
 // MaxBatch events, and the end of the body's object, which may hold nothing else.
 func (s *scanner) readBatch(d *decoder, shared *Room) ([]Parsed, bool) {
-	if !s.colon() || !s.at('[') {
+	if !s.colon() {
 		return nil, false
 	}
-	s.i++
 	n := min(MaxBatch, len(s.text)/eventBytes+1)
 	out, parties := shared.take(n, 2*n)
 	d.parties = &parties
-	for more := true; more; {
+	ok := s.elements(func() bool {
 		if len(out) == MaxBatch {
-			return nil, false
+			return false
 		}
-		s.space()
 		p, ok := s.readEvent(d, 3)
-		if !ok {
-			return nil, false
-		}
 		out = append(out, p)
-		if more, ok = s.next(']'); !ok {
-			return nil, false
-		}
+		return ok
+	})
+	if !ok || len(out) == 0 {
+		return nil, false
 	}
 	shared.hold(out)
 	more, ok := s.next('}')
@@ -125,16 +121,11 @@ func (s *scanner) readEvent(d *decoder, depth int) (Parsed, bool) {
 			e.Call, ok = s.readCall(d)
 			block = d.data[from:s.i]
 		case mProvider:
-			// The empty provider and the empty event id are refused, not taken for absent.
-			from := s.i
-			e.Provider, ok = s.readString()
-			ok = ok && (e.Provider != "" || s.text[from] == 'n')
+			e.Provider, ok = s.readNonEmpty()
 		case mSequence:
 			e.Sequence, _, ok = s.readWhole()
 		case mProviderEventID:
-			from := s.i
-			e.ProviderEventID, ok = s.readString()
-			ok = ok && (e.ProviderEventID != "" || s.text[from] == 'n')
+			e.ProviderEventID, ok = s.readNonEmpty()
 		case mObserver:
 			e.Observer, ok = as[Observer](s.readString())
 		case mLocations:
@@ -306,6 +297,14 @@ func (s *scanner) readString() (string, bool) {
 	return "", s.word("null")
 }
 
+// readNonEmpty reads a string that is not empty, or null (""): the empty provider and the empty
+// event id are refused, not taken for absent.
+func (s *scanner) readNonEmpty() (string, bool) {
+	null := s.at('n')
+	v, ok := s.readString()
+	return v, ok && (v != "" || null)
+}
+
 // as gives a string read by readString as one of the vocabulary's string types.
 func as[T ~string](v string, ok bool) (T, bool) {
 	return T(v), ok
@@ -354,12 +353,12 @@ func (s *scanner) readInt() (*int64, bool) {
 
 // readSmallInt reads a whole number that fits an int32, or null (nil).
 func (s *scanner) readSmallInt() (*int, bool) {
-	i, ok := s.readInt()
-	if !ok || i == nil {
+	i, null, ok := s.readWhole()
+	if null || !ok {
 		return nil, ok
 	}
-	v := int(*i)
-	return &v, *i >= -1<<31 && *i <= 1<<31-1
+	v := int(i)
+	return &v, i >= -1<<31 && i <= 1<<31-1
 }
 
 // readBool reads true, false or null (nil).
