@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/store"
 )
 
 // preloadEventsPerCall is how many events each preloaded call has: a realistic call's five.
@@ -19,7 +19,7 @@ const preloadEventsPerCall = 5
 // preload stores events events, in calls of preloadEventsPerCall, for the organization the bench
 // measures, with COPY: the store a clinic group has after years, so that -preload shows what a
 // write costs once the indexes no longer fit in memory. The rows are shaped as the service
-// stores them (call ids from ingest.CallID, time-ordered event ids, bodies of the realistic
+// stores them (call ids from store.CallID, time-ordered event ids, bodies of the realistic
 // mix's size). They are filed under the measured calls' provider, with provider call ids shaped
 // as the measured ones (random-looking, so spread over the whole key of organization, provider
 // and providerCallId, as a PBX's Call-IDs are) but under a label of their own, so that no
@@ -52,7 +52,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64
 			}
 			pcid := preloadCallID(i)
 			t := at(i)
-			row := []any{orgID, ingest.CallID(orgID, provider, pcid), provider, pcid, "inbound", int16(3), block, int64(1), t,
+			row := []any{orgID, store.CallID(orgID, provider, pcid), provider, pcid, "inbound", int16(3), block, int64(1), t,
 				t, t.Add(95 * time.Second), nil, t, t}
 			i++
 			return row, nil
@@ -91,7 +91,7 @@ func preload(ctx context.Context, pool *pgxpool.Pool, orgID string, events int64
 				`"call":{"direction":"inbound","from":{"number":"+442071234567","name":"Preloaded Caller"},"to":{"number":"+442071234500"}},`+
 				`"locations":["front-desk"],"providerEventId":"%s-%d","raw":{"note":"a preloaded event, about the size of a realistic one"}}`,
 				typ, pcid, t.Format(time.RFC3339), k+1, pcid, k)
-			row := []any{orgID, id.String(), ingest.CallID(orgID, provider, pcid), first + c, typ, typ + ":" + strconv.FormatInt(k+1, 10),
+			row := []any{orgID, id.String(), store.CallID(orgID, provider, pcid), first + c, typ, typ + ":" + strconv.FormatInt(k+1, 10),
 				k + 1, pcid + "-" + strconv.FormatInt(k, 10), t, t, t, []byte(body)}
 			if k++; k == preloadEventsPerCall {
 				c, k = c+1, 0

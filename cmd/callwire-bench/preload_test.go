@@ -20,7 +20,7 @@ func TestPreload(t *testing.T) {
 	// A call on file before the preload draws the first number.
 	at := time.Now().UTC().Truncate(time.Microsecond)
 	if _, err := st.WriteCalls(ctx, store.Write{OrgID: org, ReceivedAt: at, Calls: []store.CallWrite{{
-		ID: "before", Provider: "sip", ProviderCallID: "before@pbx", Direction: "inbound", State: store.StateRinging,
+		Provider: "sip", ProviderCallID: "before@pbx", Direction: "inbound", State: store.StateRinging,
 		Block: json.RawMessage(`{}`), BlockAt: at, FirstAt: at, LastAt: at,
 		Events: []store.EventWrite{{ID: "e-before", Type: "call_received", DedupeKey: "call_received:1", Sequence: 1,
 			OccurredAt: at, OrderAt: at, Body: json.RawMessage(`{}`)}},

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/ingest"
+	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -255,7 +256,7 @@ func (p rawPlan) build(orgID, id string, at time.Time, body []byte, starts []int
 	}
 	for i, c := range p.calls {
 		pcid := id + c.idSuffix
-		w.callIDs[i] = ingest.CallID(orgID, c.provider, pcid)
+		w.callIDs[i] = store.CallID(orgID, c.provider, pcid)
 		w.providers[i], w.providerCallIDs[i], w.directions[i] = c.provider, pcid, c.direction
 		w.states[i], w.blockSeqs[i] = c.state, c.blockSeq
 		w.blockAts[i], w.firstAts[i], w.lastAts[i] = at, at, at

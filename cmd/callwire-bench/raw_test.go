@@ -68,7 +68,7 @@ func checkRawWrite(t *testing.T, what, org string, w *rawWrite, parsed []event.P
 			t.Errorf("%s: event %d is %s %s %d %v, want %s %s %d %v", what, i, w.types[i], w.dedupeKeys[i], w.sequences[i],
 				w.occurredAts[i], e.Type, e.DedupeKey(), e.Sequence, e.OccurredAt)
 		}
-		if want := ingest.CallID(org, e.EffectiveProvider(), e.ProviderCallID); w.eventCallIDs[i] != want {
+		if want := store.CallID(org, e.EffectiveProvider(), e.ProviderCallID); w.eventCallIDs[i] != want {
 			t.Errorf("%s: event %d call id %s, want %s", what, i, w.eventCallIDs[i], want)
 		}
 		c := calls[e.ProviderCallID]
@@ -96,7 +96,7 @@ func checkRawWrite(t *testing.T, what, org string, w *rawWrite, parsed []event.P
 		}
 		last := parsed[c.last]
 		if w.states[i] != c.state || w.blockSeqs[i] != last.Event.Sequence || !bytes.Equal(w.blocks[i], last.Block) ||
-			w.directions[i] != string(last.Event.Call.Direction) || w.callIDs[i] != ingest.CallID(org, w.providers[i], pcid) {
+			w.directions[i] != string(last.Event.Call.Direction) || w.callIDs[i] != store.CallID(org, w.providers[i], pcid) {
 			t.Errorf("%s: call %q: state %d, block %d %s, direction %s; want %d, %d %s, %s", what, pcid, w.states[i],
 				w.blockSeqs[i], w.blocks[i], w.directions[i], c.state, last.Event.Sequence, last.Block, last.Event.Call.Direction)
 		}
@@ -187,7 +187,7 @@ func TestRawSQL(t *testing.T) {
 	}
 	var ids int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM calls WHERE org_id = 'org-raw' AND id = $1`,
-		ingest.CallID("org-raw", "sip", unitID(mixRealistic, 1, 1))).Scan(&ids); err != nil || ids != 1 {
+		store.CallID("org-raw", "sip", unitID(mixRealistic, 1, 1))).Scan(&ids); err != nil || ids != 1 {
 		t.Errorf("the realistic call under its derived id: %d rows (%v), want 1", ids, err)
 	}
 }

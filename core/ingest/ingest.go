@@ -410,7 +410,7 @@ func (r *ringer) ring(pc *plannedCall, ref store.EventRef) {
 	s.publish(r.ctx, r.log, popup.Popup{
 		ID:             PopupID(r.orgID, ref.Provider, ref.ProviderCallID),
 		OrgID:          r.orgID,
-		CallID:         pc.write.ID,
+		CallID:         pc.id,
 		Provider:       ref.Provider,
 		ProviderCallID: ref.ProviderCallID,
 		Locations:      popup.UniqueLocations(e.EffectiveLocations()),

@@ -3,7 +3,6 @@ package ingest
 import (
 	"cmp"
 	"crypto/sha256"
-	"encoding/hex"
 	"slices"
 	"time"
 
@@ -23,36 +22,6 @@ func StateOf(t event.Type) (store.State, bool) {
 		return store.StateEnded, true
 	}
 	return store.StateUnknown, false
-}
-
-// CallID returns the identifier of the call filed under org, provider and providerCallID. It is
-// derived from the key, so every replica and every racing request agrees on it before anything is
-// stored, and the popup can name the call before it is persisted.
-func CallID(orgID, provider, providerCallID string) string {
-	var b [callIDLen]byte
-	return string(appendCallID(b[:0], orgID, provider, providerCallID))
-}
-
-// callIDLen is the length of a CallID.
-const callIDLen = 36
-
-// appendCallID appends CallID(orgID, provider, providerCallID) to dst.
-func appendCallID(dst []byte, orgID, provider, providerCallID string) []byte {
-	sum := keySum(nil, orgID, provider, providerCallID)
-	// Shaped as a UUID (version 8, RFC 9562 variant) so that it reads like the other ids.
-	sum[6] = sum[6]&0x0f | 0x80
-	sum[8] = sum[8]&0x3f | 0x80
-	var b [callIDLen]byte
-	hex.Encode(b[0:8], sum[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], sum[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], sum[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], sum[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:36], sum[10:16])
-	return append(dst, b[:]...)
 }
 
 // dedupeKeys returns each event's Event.DedupeKey, all of them cut from one string, in out
@@ -98,6 +67,8 @@ func keySum(domain []byte, parts ...string) [sha256.Size]byte {
 // plannedCall is one call's share of a request: the write to make and how its results map back
 // to the request's events.
 type plannedCall struct {
+	// id is the call's store.CallID.
+	id    string
 	write store.CallWrite
 	// members are the request indices of the call's events, in the order of the call.
 	members []int
@@ -182,7 +153,7 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 	// The calls' IDs, cut from one string, and the events' dedupe keys.
 	ids := m.ids[:0]
 	for _, k := range keys {
-		ids = appendCallID(ids, orgID, k.provider, k.callID)
+		ids = store.AppendCallID(ids, orgID, k.provider, k.callID)
 	}
 	callIDs := string(ids)
 	dks := dedupeKeys(m.dks, events)
@@ -218,7 +189,7 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 		pc.members, pc.slots, pc.received = idx, slots, -1
 		w := &pc.write
 		w.Provider, w.ProviderCallID = k.provider, k.callID
-		w.ID = callIDs[c*callIDLen : (c+1)*callIDLen]
+		pc.id = callIDs[c*store.CallIDLen : (c+1)*store.CallIDLen]
 		firstWrite, firstUnique := len(writes), len(unique)
 		for m, i := range idx {
 			e := &events[i].Event

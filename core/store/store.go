@@ -136,8 +136,6 @@ type EventWrite struct {
 // CallWrite is everything one request says about one call: an upsert of the call and an append of
 // its events. The events of one CallWrite have distinct dedupe keys.
 type CallWrite struct {
-	// ID is the identifier the call gets if this write creates it. Ignored when the call exists.
-	ID             string
 	Provider       string
 	ProviderCallID string
 	// Direction is "inbound", "outbound" or "internal".
@@ -175,7 +173,8 @@ type Write struct {
 
 // CallResult reports what a Write did to one call. Results come in the order of Write.Calls.
 type CallResult struct {
-	// ID is the call's identifier: the new one if created, the stored one otherwise.
+	// ID is the call's identifier as stored: CallID(Write.OrgID, Provider, ProviderCallID) for
+	// every call created through WriteCalls.
 	ID string
 	// Created is true only for the one write that created the call, even when several writes
 	// race to create it.
@@ -250,8 +249,9 @@ type Store interface {
 	// WriteCalls applies w atomically and returns one result per call, in order. Calls are
 	// locked in a fixed order (provider, then providerCallId) so that concurrent writes touching
 	// the same calls cannot deadlock. An event whose dedupe key is already on file for its call is
-	// not written again and comes back Duplicate with the stored ID. It keeps nothing of w once
-	// it returns, so that its caller may reuse w's memory.
+	// not written again and comes back Duplicate with the stored ID. A call is filed under
+	// CallID of its key. It keeps nothing of w once it returns, so that its caller may reuse w's
+	// memory.
 	WriteCalls(ctx context.Context, w Write) ([]CallResult, error)
 	// KnownEvents reports, for each ref in order, whether that event is on file for the
 	// organization. A non-nil check must pass first, or it fails with ErrKeyRejected.

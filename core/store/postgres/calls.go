@@ -18,7 +18,7 @@ import (
 )
 
 // writeAttempts is how many times WriteCalls tries a Write that lost a race (a serialization
-// failure, a deadlock, or two writers creating one call with the same ID; see isCallIDRace).
+// failure or a deadlock).
 const writeAttempts = 3
 
 // upsertCallSQL creates the call or folds the write into it. The CASE arms all read the stored
@@ -112,8 +112,8 @@ WHERE e.org_id = $1
 // written alone at once.
 //
 // A Write that loses a race is retried, up to writeAttempts tries in all. Errors: one wrapping
-// store.ErrNotFound if w.OrgID names no organization, store.ErrConflict if a call or event ID
-// the caller made is taken, store.ErrUnavailable if transient; nothing is written in any case.
+// store.ErrNotFound if w.OrgID names no organization, store.ErrConflict if an event ID the
+// caller made is taken, store.ErrUnavailable if transient; nothing is written in any case.
 // The events of one CallWrite must have distinct dedupe keys, and bodies must be UTF-8 (as JSON
 // is); otherwise WriteCalls fails without writing.
 func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error) {
@@ -154,7 +154,7 @@ func (s *Store) write(ctx context.Context, w store.Write, received []time.Time) 
 			return res, nil
 		}
 		code := pgCode(err)
-		retry := code == "40001" || code == "40P01" || isCallIDRace(err)
+		retry := code == "40001" || code == "40P01"
 		if retry && attempt < writeAttempts && ctx.Err() == nil {
 			// Let the winner of the race commit before trying again.
 			select {
@@ -167,27 +167,14 @@ func (s *Store) write(ctx context.Context, w store.Write, received []time.Time) 
 		case codeKeyRejected:
 			return nil, fmt.Errorf("postgres: write calls: %w", store.ErrKeyRejected)
 		case codeUniqueViolation:
-			if isCallIDRace(err) {
-				// Still losing the race after every try: transient, the resend will find the call.
-				return nil, fmt.Errorf("postgres: write calls: %w: %w", store.ErrUnavailable, err)
-			}
-			// Not a race after all: an ID the caller made is taken.
+			// An event ID the caller made is taken. (Calls cannot collide: they are upserted on
+			// their key, and their IDs are derived from it.)
 			return nil, fmt.Errorf("postgres: write calls: %w: %w", store.ErrConflict, err)
 		case codeForeignKeyViolation:
 			return nil, fmt.Errorf("postgres: write calls: org %q: %w", w.OrgID, store.ErrNotFound)
 		}
 		return nil, fmt.Errorf("postgres: write calls: %w", err)
 	}
-}
-
-// isCallIDRace reports whether err is a unique violation of the calls' primary key. Writers that
-// carry the same call ID (one request sent twice at once) and race to create the call can both
-// get past ON CONFLICT's check; the loser then trips over the ID, which ON CONFLICT does not
-// arbitrate. Tried again, it finds the call on file and updates it. (Events cannot race this
-// way: their writers queue on the call's row first.)
-func isCallIDRace(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == "calls_pkey"
 }
 
 // writeOnce sends w as one batch and reads its results. Errors are classified.

@@ -116,7 +116,7 @@ func TestWriteGroup(t *testing.T) {
 	write := func(received time.Time, calls ...string) store.Write {
 		w := store.Write{OrgID: org, ReceivedAt: received, Check: check}
 		for _, id := range calls {
-			w.Calls = append(w.Calls, store.CallWrite{ID: uuid.NewString(), Provider: "sip", ProviderCallID: id,
+			w.Calls = append(w.Calls, store.CallWrite{Provider: "sip", ProviderCallID: id,
 				Direction: "inbound", State: store.StateRinging, BlockAt: base, FirstAt: base, LastAt: base,
 				Events: []store.EventWrite{{ID: uuid.NewString(), Type: "call_received", DedupeKey: "call_received:0",
 					OccurredAt: base, OrderAt: base, Body: json.RawMessage(`{"type":"call_received"}`)}}})
@@ -153,7 +153,7 @@ func TestWriteGroup(t *testing.T) {
 			}
 			for k, r := range j.Res {
 				c := ws[i].Calls[k]
-				if r.ID != c.ID || !r.Created || len(r.Events) != 1 || r.Events[0].ID != c.Events[0].ID || r.Events[0].Duplicate {
+				if r.ID != store.CallID(org, c.Provider, c.ProviderCallID) || !r.Created || len(r.Events) != 1 || r.Events[0].ID != c.Events[0].ID || r.Events[0].Duplicate {
 					t.Errorf("write %d call %s: result %+v", i, c.ProviderCallID, r)
 				}
 				_, events, err := s.GetCall(t.Context(), org, "sip", c.ProviderCallID)
@@ -175,7 +175,7 @@ func TestWriteGroup(t *testing.T) {
 				t.Fatalf("write %d: %v", i, j.Err)
 			}
 			r := j.Res[0]
-			if r.ID != ws[i].Calls[0].ID || r.Created || !r.Events[0].Duplicate || r.Events[0].ID != ws[i].Calls[0].Events[0].ID {
+			if r.ID != store.CallID(org, "sip", ws[i].Calls[0].ProviderCallID) || r.Created || !r.Events[0].Duplicate || r.Events[0].ID != ws[i].Calls[0].Events[0].ID {
 				t.Errorf("write %d resent: result %+v, want the call and its event on file", i, r)
 			}
 		}

@@ -101,7 +101,7 @@ func openCounting(t *testing.T) (*Store, func() int) {
 func shapedWrite(org string, now time.Time, tag string, calls, events int, typ string) store.Write {
 	w := store.Write{OrgID: org, ReceivedAt: now}
 	for i := range calls {
-		c := store.CallWrite{ID: uuid.NewString(), Provider: "sip", ProviderCallID: fmt.Sprintf("%s-c%d", tag, i),
+		c := store.CallWrite{Provider: "sip", ProviderCallID: fmt.Sprintf("%s-c%d", tag, i),
 			Direction: "inbound", State: store.StateRinging, Block: json.RawMessage(`{}`),
 			BlockAt: now, FirstAt: now, LastAt: now}
 		for j := range events {
@@ -162,7 +162,6 @@ func TestWriteCallsOneRoundTrip(t *testing.T) {
 	for _, want := range []int{3, 2} {
 		resend := first
 		for i := range resend.Calls {
-			resend.Calls[i].ID = uuid.NewString()
 			for j := range resend.Calls[i].Events {
 				resend.Calls[i].Events[j].ID = uuid.NewString()
 			}
@@ -261,7 +260,7 @@ func TestKeyCheckFalseRejects(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	w := store.Write{OrgID: org, ReceivedAt: now, Check: check, Calls: []store.CallWrite{{
-		ID: uuid.NewString(), Provider: "sip", ProviderCallID: "c1", Direction: "inbound", State: store.StateRinging,
+		Provider: "sip", ProviderCallID: "c1", Direction: "inbound", State: store.StateRinging,
 		Block: json.RawMessage(`{}`), BlockAt: now, FirstAt: now, LastAt: now,
 		Events: []store.EventWrite{{ID: uuid.NewString(), Type: "call_received", DedupeKey: "call_received:0",
 			OccurredAt: now, OrderAt: now, Body: json.RawMessage(`{"type":"call_received"}`)}},

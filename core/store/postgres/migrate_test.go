@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/callwire/callwire/core/store"
@@ -77,7 +79,7 @@ func TestCallNumbersMigration(t *testing.T) {
 	}
 	// A resend of a stored event, beside a new one, to the call on file.
 	res, err := s.WriteCalls(ctx, store.Write{OrgID: "org", ReceivedAt: at, Calls: []store.CallWrite{{
-		ID: "call-a", Provider: "pbx", ProviderCallID: "a", Direction: "inbound", State: store.StateEnded,
+		Provider: "pbx", ProviderCallID: "a", Direction: "inbound", State: store.StateEnded,
 		Block: json.RawMessage(`{}`), BlockSequence: 4, BlockAt: at, FirstAt: at, LastAt: at,
 		Events: []store.EventWrite{
 			{ID: "resent", Type: "call_ended", DedupeKey: "call_ended:3", Sequence: 3, OccurredAt: at, OrderAt: at, Body: json.RawMessage(`{}`)},
@@ -110,4 +112,50 @@ func TestCallNumbersMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNumbered(t, 7)
+}
+
+// TestCallsKeyedOnce: after the migrations a call has one index that a new call lands at a
+// random page of, its key (the primary key); its id, derived from the key, has none, and the way
+// down gives it back.
+func TestCallsKeyedOnce(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, pgtest.URL(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	indexes := func() []string {
+		t.Helper()
+		rows, _ := s.pool.Query(ctx, `SELECT regexp_replace(indexdef, '^.* USING btree ', '')
+			FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'calls' ORDER BY 1`)
+		defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return defs
+	}
+	if got, want := indexes(), []string{"(org_id, call_no)", "(org_id, provider, provider_call_id)"}; !slices.Equal(got, want) {
+		t.Errorf("indexes of calls = %q, want %q", got, want)
+	}
+	var pkey string
+	if err := s.pool.QueryRow(ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint
+		WHERE conrelid = 'calls'::regclass AND contype = 'p'`).Scan(&pkey); err != nil || pkey != "PRIMARY KEY (org_id, provider, provider_call_id)" {
+		t.Errorf("primary key of calls = %q, %v", pkey, err)
+	}
+
+	db := stdlib.OpenDBFromPool(s.pool)
+	t.Cleanup(func() { db.Close() })
+	p, err := migrationProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := indexes(), []string{"(org_id, call_no)", "(org_id, id)", "(org_id, provider, provider_call_id)"}; !slices.Equal(got, want) {
+		t.Errorf("indexes of calls on the way down = %q, want %q", got, want)
+	}
 }

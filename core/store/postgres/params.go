@@ -415,13 +415,14 @@ func prepared(ctx context.Context, conn *pgxpool.Conn, p *params, name, sql, wha
 // upsertCall resets p for a write of the one call c whose parameters past the upsert's take
 // about extra bytes beside the events, and writes upsertCallSQL's thirteen parameters.
 func (p *params) upsertCall(w *store.Write, c *store.CallWrite, extra int) {
-	size := 256 + extra + len(w.OrgID) + len(c.ID) + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
+	size := 256 + extra + len(w.OrgID) + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
 	for j := range c.Events {
 		size += eventSize(&c.Events[j])
 	}
 	p.reset(size)
 	p.text(w.OrgID)
-	p.text(c.ID)
+	p.buf = store.AppendCallID(p.buf, w.OrgID, c.Provider, c.ProviderCallID)
+	p.end(pgtype.TextOID)
 	p.text(c.Provider)
 	p.text(c.ProviderCallID)
 	p.text(c.Direction)

@@ -101,7 +101,7 @@ func sampleWrite(org string, events int, callIDs ...string) store.Write {
 	w := store.Write{OrgID: org, ReceivedAt: base.Add(time.Minute)}
 	for _, pcid := range callIDs {
 		c := store.CallWrite{
-			ID: newID(), Provider: "sip", ProviderCallID: pcid, Direction: "inbound",
+			Provider: "sip", ProviderCallID: pcid, Direction: "inbound",
 			State: store.StateRinging, Block: json.RawMessage(`{"direction":"inbound"}`),
 			BlockSequence: int64(events), BlockAt: base, FirstAt: base, LastAt: base,
 		}
@@ -118,12 +118,11 @@ func sampleWrite(org string, events int, callIDs ...string) store.Write {
 	return w
 }
 
-// refreshIDs returns w with fresh call and event IDs, as a retried request carries.
+// refreshIDs returns w with fresh event IDs, as a retried request carries.
 func refreshIDs(w store.Write) store.Write {
 	out := w
 	out.Calls = make([]store.CallWrite, len(w.Calls))
 	for i, c := range w.Calls {
-		c.ID = newID()
 		c.Events = append([]store.EventWrite(nil), c.Events...)
 		for j := range c.Events {
 			c.Events[j].ID = newID()
@@ -224,8 +223,8 @@ func TestWriteCallsRace(t *testing.T) {
 						}
 						if r.Created {
 							created++
-							if c.ID != call.ID {
-								t.Errorf("writer %d created the call but it is stored as %q, not its %q", i, call.ID, c.ID)
+							if want := store.CallID(org, c.Provider, c.ProviderCallID); call.ID != want {
+								t.Errorf("writer %d created the call but it is stored as %q, not %q", i, call.ID, want)
 							}
 						}
 						for j, e := range r.Events {
@@ -272,7 +271,7 @@ func TestBodyByteForByte(t *testing.T) {
 		`"just a string"`,
 	}
 	w := store.Write{OrgID: org, ReceivedAt: base}
-	c := store.CallWrite{ID: newID(), Provider: "sip", ProviderCallID: "bodies", Direction: "inbound",
+	c := store.CallWrite{Provider: "sip", ProviderCallID: "bodies", Direction: "inbound",
 		Block: json.RawMessage(`{}`), BlockAt: base, FirstAt: base, LastAt: base}
 	for i, b := range bodies {
 		c.Events = append(c.Events, store.EventWrite{ID: newID(), Type: "call_hold",

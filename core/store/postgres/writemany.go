@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/store"
@@ -93,7 +94,7 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	for i := range w.Calls {
 		c := &w.Calls[i]
 		ne += len(c.Events)
-		size += 128 + len(c.ID) + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
+		size += 128 + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
 		for j := range c.Events {
 			size += eventSize(&c.Events[j]) + len(c.Provider) + len(c.ProviderCallID)
 		}
@@ -116,7 +117,11 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		}
 		return w.ReceivedAt
 	})
-	p.textArray(nc, func(k int) string { return call(k).ID })
+	// The calls' ids, derived from their keys, each written straight into the array.
+	p.fixedArray(pgtype.TextOID, pgtype.TextArrayOID, nc, store.CallIDLen, func(k int) {
+		c := call(k)
+		p.buf = store.AppendCallID(p.buf, w.OrgID, c.Provider, c.ProviderCallID)
+	})
 	p.textArray(nc, func(k int) string { return call(k).Provider })
 	p.textArray(nc, func(k int) string { return call(k).ProviderCallID })
 	p.textArray(nc, func(k int) string { return call(k).Direction })

@@ -226,7 +226,7 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 		case n > 0 && sameKey(c, &w.Calls[order[n-1]]):
 			res.ID = results[order[n-1]].ID
 		default:
-			res.ID, res.Created = c.ID, true
+			res.ID, res.Created = store.CallID(w.OrgID, c.Provider, c.ProviderCallID), true
 			if c.Clients != nil {
 				res.Clients = append([]byte(nil), c.Clients...)
 			}
@@ -234,7 +234,7 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 		}
 	}
 	received := encTime(w.ReceivedAt)
-	if err := insertCalls(ctx, st, w, created, received); err != nil {
+	if err := insertCalls(ctx, st, w, created, results, received); err != nil {
 		return nil, err
 	}
 	for _, i := range order {
@@ -296,13 +296,13 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 
 // insertCalls creates the calls of w with the indexes in created, none of them on file, up to 64
 // in one statement; received is w.ReceivedAt as stored.
-func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int, received string) error {
+func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int, results []store.CallResult, received string) error {
 	args := make([]any, 0, 14*min(len(created), 1<<maxRowsLog))
 	return eachRun(created, func(k int, run []int) error {
 		args = args[:0]
 		for _, i := range run {
 			c := &w.Calls[i]
-			args = append(args, w.OrgID, c.ID, c.Provider, c.ProviderCallID, c.Direction,
+			args = append(args, w.OrgID, results[i].ID, c.Provider, c.ProviderCallID, c.Direction,
 				int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
 				encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
 		}

@@ -36,7 +36,7 @@ func TestCheckpointsBesideTheWriter(t *testing.T) {
 		w := store.Write{OrgID: "org", ReceivedAt: now}
 		for j := range 10 {
 			id := strconv.Itoa(i*10 + j)
-			w.Calls = append(w.Calls, store.CallWrite{ID: "c" + id, Provider: "sip", ProviderCallID: id, Direction: "inbound",
+			w.Calls = append(w.Calls, store.CallWrite{Provider: "sip", ProviderCallID: id, Direction: "inbound",
 				State: store.StateEnded, BlockAt: now, FirstAt: now, LastAt: now, Events: []store.EventWrite{
 					{ID: "e" + id, Type: "call_ended", DedupeKey: "call_ended:1", Sequence: 1, OccurredAt: now, OrderAt: now, Body: body}}})
 		}
@@ -88,7 +88,7 @@ func TestWALStartsOverUnderLoad(t *testing.T) {
 				w := store.Write{OrgID: "org", ReceivedAt: now}
 				for range 10 {
 					id := strconv.FormatInt(next.Add(1), 10)
-					w.Calls = append(w.Calls, store.CallWrite{ID: "c" + id, Provider: "sip", ProviderCallID: id, Direction: "inbound",
+					w.Calls = append(w.Calls, store.CallWrite{Provider: "sip", ProviderCallID: id, Direction: "inbound",
 						State: store.StateEnded, BlockAt: now, FirstAt: now, LastAt: now, Events: []store.EventWrite{
 							{ID: "e" + id, Type: "call_ended", DedupeKey: "call_ended:1", Sequence: 1, OccurredAt: now, OrderAt: now, Body: body}}})
 				}

@@ -19,7 +19,7 @@ import (
 func groupWrite(org, id string) store.Write {
 	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	return store.Write{OrgID: org, ReceivedAt: at, Calls: []store.CallWrite{{
-		ID: "call-" + id, Provider: "sip", ProviderCallID: id, Direction: "inbound", State: store.StateRinging,
+		Provider: "sip", ProviderCallID: id, Direction: "inbound", State: store.StateRinging,
 		Block: json.RawMessage(`{"direction":"inbound"}`), BlockSequence: 1, BlockAt: at, FirstAt: at, LastAt: at,
 		Events: []store.EventWrite{{ID: "event-" + id, Type: "call_received", DedupeKey: "seq:1:call_received",
 			Sequence: 1, OccurredAt: at, OrderAt: at, Body: json.RawMessage(`{"type":"call_received"}`)}},
@@ -291,7 +291,7 @@ func TestWriteManyCalls(t *testing.T) {
 	}
 	for n, r := range res {
 		i := 30 + n
-		if want := i >= 67; r.Created != want || r.ID != fmt.Sprint("call-many-", i) {
+		if want := i >= 67; r.Created != want || r.ID != store.CallID("org", "sip", fmt.Sprint("many-", i)) {
 			t.Errorf("call %d: created %v, id %q; want created %v", i, r.Created, r.ID, want)
 		}
 		if dup := i < 67; r.Events[0].Duplicate != dup {

@@ -58,7 +58,7 @@ func TestSurvivesReopen(t *testing.T) {
 	}
 	body := json.RawMessage(`{ "type":"call_received" , "x":"\u0000" }`)
 	w := store.Write{OrgID: "org-1", ReceivedAt: when, Calls: []store.CallWrite{{
-		ID: "call-1", Provider: "sip", ProviderCallID: "pc-1", Direction: "inbound", State: store.StateRinging,
+		Provider: "sip", ProviderCallID: "pc-1", Direction: "inbound", State: store.StateRinging,
 		Block: json.RawMessage(`{"direction":"inbound"}`), BlockSequence: 1, BlockAt: when, FirstAt: when, LastAt: when,
 		Events: []store.EventWrite{{ID: "ev-1", Type: "call_received", DedupeKey: "call_received:1", Sequence: 1,
 			OccurredAt: when, OrderAt: when, Body: body}},
@@ -96,7 +96,7 @@ func TestSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GetCall: %v", err)
 	}
-	if c.ID != "call-1" || len(evs) != 1 || string(evs[0].Body) != string(body) {
+	if c.ID != store.CallID("org-1", "sip", "pc-1") || len(evs) != 1 || string(evs[0].Body) != string(body) {
 		t.Errorf("GetCall = %+v, %+v", c, evs)
 	}
 	res, err := s2.WriteCalls(ctx, w)
@@ -119,7 +119,7 @@ func TestTimesUTC(t *testing.T) {
 		t.Fatalf("CreateOrg: %v", err)
 	}
 	w := store.Write{OrgID: "org-1", ReceivedAt: when, Calls: []store.CallWrite{{
-		ID: "call-1", Provider: "sip", ProviderCallID: "pc-1", Direction: "inbound",
+		Provider: "sip", ProviderCallID: "pc-1", Direction: "inbound",
 		BlockAt: when, FirstAt: when, LastAt: when,
 		Events: []store.EventWrite{{ID: "ev-1", Type: "call_received", DedupeKey: "k", OccurredAt: when, OrderAt: when, Body: json.RawMessage(`{}`)}},
 	}}}
@@ -213,7 +213,7 @@ func BenchmarkWriteCalls(b *testing.B) {
 	body := json.RawMessage(`{"type":"call_ended","providerCallId":"x","occurredAt":"2025-01-01T00:00:00Z","call":{"direction":"inbound"}}`)
 	call := func(id string, types ...string) store.CallWrite {
 		c := store.CallWrite{
-			ID: "c" + id, Provider: "sip", ProviderCallID: id, Direction: "inbound", State: store.StateEnded,
+			Provider: "sip", ProviderCallID: id, Direction: "inbound", State: store.StateEnded,
 			Block: json.RawMessage(`{"direction":"inbound"}`), BlockSequence: int64(len(types)), BlockAt: now, FirstAt: now, LastAt: now,
 		}
 		for k, typ := range types {

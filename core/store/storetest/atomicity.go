@@ -63,11 +63,6 @@ func atomicityTests() []contractTest {
 					bad.Events[0].ID = existing.Events[0].ID
 					return []store.CallWrite{cw("sip", "z-new", store.StateRinging, ev("call_received", 1, at(1))), update(), bad}
 				}},
-				{"call ID taken", func(existing store.CallWrite) []store.CallWrite {
-					bad := cw("sip", "z-new", store.StateRinging, ev("call_received", 1, at(1)))
-					bad.ID = existing.ID
-					return []store.CallWrite{cw("sip", "a-new", store.StateRinging, ev("call_received", 1, at(1))), update(), bad}
-				}},
 				{"event ID repeated across calls of the write", func(existing store.CallWrite) []store.CallWrite {
 					good := cw("sip", "a-new", store.StateRinging, ev("call_received", 1, at(1)))
 					bad := cw("sip", "z-new", store.StateRinging, ev("call_received", 1, at(1)))

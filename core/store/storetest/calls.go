@@ -27,8 +27,8 @@ func callTests() []contractTest {
 
 			res := write(t, s, w)
 			r := res[0]
-			if !r.Created || r.ID != c.ID {
-				t.Errorf("result = (ID %q, Created %v), want (%q, true)", r.ID, r.Created, c.ID)
+			if !r.Created || r.ID != callID(org, c) {
+				t.Errorf("result = (ID %q, Created %v), want (%q, true)", r.ID, r.Created, callID(org, c))
 			}
 			sameJSON(t, "result Clients", r.Clients, c.Clients)
 			for i, e := range r.Events {
@@ -38,15 +38,15 @@ func callTests() []contractTest {
 			}
 
 			got, evs := getCall(t, s, org, "sip", "call-1")
-			if got.ID != c.ID {
-				t.Errorf("call ID = %q, want %q", got.ID, c.ID)
+			if got.ID != callID(org, c) {
+				t.Errorf("call ID = %q, want %q", got.ID, callID(org, c))
 			}
 			checkCall(t, got, org, c)
 			if len(evs) != 2 {
 				t.Fatalf("GetCall returned %d events, want 2", len(evs))
 			}
-			checkEvent(t, evs[0], c.ID, received, w.ReceivedAt)
-			checkEvent(t, evs[1], c.ID, answered, w.ReceivedAt)
+			checkEvent(t, evs[0], callID(org, c), received, w.ReceivedAt)
+			checkEvent(t, evs[1], callID(org, c), answered, w.ReceivedAt)
 		}},
 		{"SecondWriteKeepsID", func(t *testing.T, s store.Store) {
 			org := newOrg(t, s)
@@ -55,15 +55,15 @@ func callTests() []contractTest {
 
 			second := cw("sip", "call-1", store.StateEnded, ev("call_ended", 2, at(10)))
 			r := write(t, s, store.Write{OrgID: org, ReceivedAt: at(11), Calls: []store.CallWrite{second}})[0]
-			if r.Created || r.ID != first.ID {
-				t.Errorf("second result = (ID %q, Created %v), want (%q, false)", r.ID, r.Created, first.ID)
+			if r.Created || r.ID != callID(org, first) {
+				t.Errorf("second result = (ID %q, Created %v), want (%q, false)", r.ID, r.Created, callID(org, first))
 			}
 			if r.Events[0].Duplicate || r.Events[0].ID != second.Events[0].ID {
 				t.Errorf("second event result = %+v, want (ID %q, Duplicate false)", r.Events[0], second.Events[0].ID)
 			}
 			got, evs := getCall(t, s, org, "sip", "call-1")
-			if got.ID != first.ID {
-				t.Errorf("call ID = %q, want %q", got.ID, first.ID)
+			if got.ID != callID(org, first) {
+				t.Errorf("call ID = %q, want %q", got.ID, callID(org, first))
 			}
 			if got.State != store.StateEnded {
 				t.Errorf("State = %v, want ended", got.State)
@@ -71,8 +71,8 @@ func callTests() []contractTest {
 			if want := []string{first.Events[0].ID, second.Events[0].ID}; !slices.Equal(eventIDs(evs), want) {
 				t.Errorf("event IDs = %q, want %q", eventIDs(evs), want)
 			}
-			checkEvent(t, evs[0], first.ID, first.Events[0], at(2))
-			checkEvent(t, evs[1], first.ID, second.Events[0], at(11))
+			checkEvent(t, evs[0], callID(org, first), first.Events[0], at(2))
+			checkEvent(t, evs[1], callID(org, first), second.Events[0], at(11))
 		}},
 		{"StateOnlyClimbs", func(t *testing.T, s store.Store) {
 			org := newOrg(t, s)
@@ -214,9 +214,9 @@ func callTests() []contractTest {
 
 			res := write(t, s, store.Write{OrgID: org, ReceivedAt: at(60), Calls: calls})
 			for i, c := range calls {
-				wantID, wantCreated := c.ID, true
+				wantID, wantCreated := callID(org, c), true
 				if c.ProviderCallID == "m-existing" {
-					wantID, wantCreated = existing.ID, false
+					wantID, wantCreated = callID(org, existing), false
 				}
 				if res[i].ID != wantID || res[i].Created != wantCreated {
 					t.Errorf("result %d (%s/%s) = (ID %q, Created %v), want (%q, %v)",

@@ -27,8 +27,8 @@ func eventTests() []contractTest {
 			r := write(t, s, store.Write{OrgID: org, ReceivedAt: at(5), Calls: []store.CallWrite{
 				cw("sip", "call-1", store.StateEnded, again, e3),
 			}})[0]
-			if r.Created || r.ID != c.ID {
-				t.Errorf("result = (ID %q, Created %v), want (%q, false)", r.ID, r.Created, c.ID)
+			if r.Created || r.ID != callID(org, c) {
+				t.Errorf("result = (ID %q, Created %v), want (%q, false)", r.ID, r.Created, callID(org, c))
 			}
 			if want := (store.EventResult{ID: e2.ID, Duplicate: true}); r.Events[0] != want {
 				t.Errorf("duplicate event result = %+v, want %+v", r.Events[0], want)
@@ -41,9 +41,9 @@ func eventTests() []contractTest {
 			if len(evs) != 3 {
 				t.Fatalf("GetCall returned %d events, want 3", len(evs))
 			}
-			checkEvent(t, evs[0], c.ID, e1, at(3))
-			checkEvent(t, evs[1], c.ID, e2, at(3)) // the first copy, body and receipt time included
-			checkEvent(t, evs[2], c.ID, e3, at(5))
+			checkEvent(t, evs[0], callID(org, c), e1, at(3))
+			checkEvent(t, evs[1], callID(org, c), e2, at(3)) // the first copy, body and receipt time included
+			checkEvent(t, evs[2], callID(org, c), e3, at(5))
 		}},
 		{"WriteKeepsNothingOfItsInput", func(t *testing.T, s store.Store) {
 			// A caller may reuse a write's memory once WriteCalls returns (the service reuses
@@ -160,7 +160,7 @@ func eventTests() []contractTest {
 				if e.ID == off.ID {
 					want = off
 				}
-				checkEvent(t, e, c.ID, want, at(3))
+				checkEvent(t, e, callID(org, c), want, at(3))
 			}
 		}},
 		{"DedupeKeyIsPerCall", func(t *testing.T, s store.Store) {
@@ -309,7 +309,7 @@ func eventTests() []contractTest {
 				if want[i].DedupeKey == "seq1-t3-early" {
 					received = at(90)
 				}
-				checkEvent(t, evs[i], first.ID, want[i], received)
+				checkEvent(t, evs[i], callID(org, first), want[i], received)
 			}
 		}},
 		{"KnownEvents", func(t *testing.T, s store.Store) {

@@ -107,7 +107,6 @@ func ev(typ string, seq int64, when time.Time) store.EventWrite {
 // last event, FirstAt and LastAt spanning the events' OrderAt.
 func cw(provider, providerCallID string, st store.State, events ...store.EventWrite) store.CallWrite {
 	c := store.CallWrite{
-		ID:             newID(),
 		Provider:       provider,
 		ProviderCallID: providerCallID,
 		Direction:      "inbound",
@@ -131,13 +130,16 @@ func cw(provider, providerCallID string, st store.State, events ...store.EventWr
 	return c
 }
 
-// refresh returns a copy of w with fresh call and event IDs, as a retry of the same request would
-// carry.
+// callID is the ID of the call c writes under org.
+func callID(org string, c store.CallWrite) string {
+	return store.CallID(org, c.Provider, c.ProviderCallID)
+}
+
+// refresh returns a copy of w with fresh event IDs, as a retry of the same request would carry.
 func refresh(w store.Write) store.Write {
 	out := w
 	out.Calls = make([]store.CallWrite, len(w.Calls))
 	for i, c := range w.Calls {
-		c.ID = newID()
 		evs := make([]store.EventWrite, len(c.Events))
 		for j, e := range c.Events {
 			e.ID = newID()
