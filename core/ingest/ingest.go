@@ -261,7 +261,7 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 		m.forget()
 		s.plans.Put(m)
 	}()
-	calls := plan(orgID, events, now, eventIDs(len(events)), m)
+	calls := plan(events, now, eventIDs(len(events)), m)
 	log := reqLog{l: s.log, traceID: traceID, orgID: orgID}
 
 	if err := s.ring(ctx, log, orgID, traceID, events, calls, check, m); err != nil {
@@ -410,7 +410,7 @@ func (r *ringer) ring(pc *plannedCall, ref store.EventRef) {
 	s.publish(r.ctx, r.log, popup.Popup{
 		ID:             PopupID(r.orgID, ref.Provider, ref.ProviderCallID),
 		OrgID:          r.orgID,
-		CallID:         pc.id,
+		CallID:         store.CallID(r.orgID, ref.Provider, ref.ProviderCallID),
 		Provider:       ref.Provider,
 		ProviderCallID: ref.ProviderCallID,
 		Locations:      popup.UniqueLocations(e.EffectiveLocations()),

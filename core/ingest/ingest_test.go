@@ -131,9 +131,9 @@ func TestPlan(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			events := parse(t, tt.body)
 			start := ids
-			calls := plan("org1", events, t0.Add(time.Second), newID, new(planMemory))
+			calls := plan(events, t0.Add(time.Second), newID, new(planMemory))
 			ids = start
-			again := plan("org1", events, t0.Add(time.Second), newID, used)
+			again := plan(events, t0.Add(time.Second), newID, used)
 			if !reflect.DeepEqual(again, calls) {
 				t.Errorf("planned in reused memory:\n%+v\nin fresh memory:\n%+v", again, calls)
 			}
@@ -141,9 +141,6 @@ func TestPlan(t *testing.T) {
 				t.Fatalf("calls = %d, want %d", len(calls), tt.wantCalls)
 			}
 			for _, c := range calls {
-				if c.id != store.CallID("org1", c.write.Provider, c.write.ProviderCallID) {
-					t.Errorf("call id not derived from its key")
-				}
 				for j, ew := range c.write.Events {
 					if want := events[c.unique[j]].Event.DedupeKey(); ew.DedupeKey != want {
 						t.Errorf("event %d's dedupe key %q, want %q", j, ew.DedupeKey, want)
@@ -752,7 +749,7 @@ func eachBenchRequest(b *testing.B, once func(b *testing.B, events []event.Parse
 // endpoint does for every request; its allocations are plan's own (the event ids excluded).
 func BenchmarkPlan(b *testing.B) {
 	eachBenchRequest(b, func(b *testing.B, events []event.Parsed) {
-		if calls := plan("org1", events, t0.Add(time.Minute), func() string { return "e" }, new(planMemory)); len(calls) == 0 {
+		if calls := plan(events, t0.Add(time.Minute), func() string { return "e" }, new(planMemory)); len(calls) == 0 {
 			b.Fatal("no calls")
 		}
 	})

@@ -67,8 +67,6 @@ func keySum(domain []byte, parts ...string) [sha256.Size]byte {
 // plannedCall is one call's share of a request: the write to make and how its results map back
 // to the request's events.
 type plannedCall struct {
-	// id is the call's store.CallID.
-	id    string
 	write store.CallWrite
 	// members are the request indices of the call's events, in the order of the call.
 	members []int
@@ -96,7 +94,6 @@ type planMemory struct {
 	calls                          []*plannedCall
 	writes                         []store.EventWrite
 	dks                            []string
-	ids                            []byte
 	callWrites                     []store.CallWrite // the store.Write's calls (Ingest)
 	ringing                        []*plannedCall    // the calls that ring, and their refs (ring)
 	refs                           []store.EventRef
@@ -123,7 +120,7 @@ func (m *planMemory) forget() {
 //
 // The calls and what they hold are built in m, which must not be used for another request while
 // they are in use; their strings are their own.
-func plan(orgID string, events []event.Parsed, now time.Time, newID func() string, m *planMemory) []*plannedCall {
+func plan(events []event.Parsed, now time.Time, newID func() string, m *planMemory) []*plannedCall {
 	n := len(events)
 	// Each event's call, as the index of the call's first appearance in keys.
 	callOf := slices.Grow(m.callOf[:0], n)[:n]
@@ -150,12 +147,7 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 		}
 		return t
 	}
-	// The calls' IDs, cut from one string, and the events' dedupe keys.
-	ids := m.ids[:0]
-	for _, k := range keys {
-		ids = store.AppendCallID(ids, orgID, k.provider, k.callID)
-	}
-	callIDs := string(ids)
+	// The events' dedupe keys.
 	dks := dedupeKeys(m.dks, events)
 	// The request indices grouped by call, each call's in its order: by sequence, then clock,
 	// then request order (the sort is stable).
@@ -174,7 +166,7 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 	slots := slices.Grow(m.slots[:0], n)[:n]
 	unique := slices.Grow(m.unique[:0], n)
 	writes := slices.Grow(m.writes[:0], n)
-	m.callOf, m.keys, m.ids, m.dks, m.members = callOf, keys, ids, dks, members
+	m.callOf, m.keys, m.dks, m.members = callOf, keys, dks, members
 	m.planned, m.calls, m.slots, m.unique, m.writes = planned, calls, slots, unique, writes
 	from := 0
 	for c, k := range keys {
@@ -189,7 +181,6 @@ func plan(orgID string, events []event.Parsed, now time.Time, newID func() strin
 		pc.members, pc.slots, pc.received = idx, slots, -1
 		w := &pc.write
 		w.Provider, w.ProviderCallID = k.provider, k.callID
-		pc.id = callIDs[c*store.CallIDLen : (c+1)*store.CallIDLen]
 		firstWrite, firstUnique := len(writes), len(unique)
 		for m, i := range idx {
 			e := &events[i].Event
