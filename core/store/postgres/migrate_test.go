@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
@@ -20,17 +21,7 @@ import (
 // and up again, as an operator rolling back would.
 func TestCallNumbersMigration(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, pgtest.URL(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	db := stdlib.OpenDBFromPool(s.pool)
-	t.Cleanup(func() { db.Close() })
-	p, err := migrationProvider(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, p := openUnmigrated(t)
 	if _, err := p.UpTo(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +110,7 @@ func TestCallNumbersMigration(t *testing.T) {
 // down gives it back.
 func TestCallsKeyedOnce(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, pgtest.URL(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, p := openUnmigrated(t)
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +133,28 @@ func TestCallsKeyedOnce(t *testing.T) {
 		t.Errorf("primary key of calls = %q, %v", pkey, err)
 	}
 
-	db := stdlib.OpenDBFromPool(s.pool)
-	t.Cleanup(func() { db.Close() })
-	p, err := migrationProvider(db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := p.DownTo(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := indexes(), []string{"(org_id, call_no)", "(org_id, id)", "(org_id, provider, provider_call_id)"}; !slices.Equal(got, want) {
 		t.Errorf("indexes of calls on the way down = %q, want %q", got, want)
 	}
+}
+
+// openUnmigrated opens a store on a fresh schema, with no migration applied, and the provider
+// that takes it up and down the migrations one at a time.
+func openUnmigrated(t *testing.T) (*Store, *goose.Provider) {
+	t.Helper()
+	s, err := Open(t.Context(), pgtest.URL(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	db := stdlib.OpenDBFromPool(s.pool)
+	t.Cleanup(func() { db.Close() })
+	p, err := migrationProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, p
 }
