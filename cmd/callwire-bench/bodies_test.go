@@ -130,7 +130,7 @@ func TestParseFlagsStore(t *testing.T) {
 		{[]string{"-database-url", "postgres://x@127.0.0.1/db", "-store=postgres"}, []string{storePostgres}, true},
 		{[]string{"-store=sqlite"}, []string{storeSQLite}, true}, // the embedded store needs no PostgreSQL
 		{[]string{"-store=postgres"}, nil, false},
-		{[]string{"-store=sqlite", "-preload=1000"}, nil, false},
+		{[]string{"-store=sqlite", "-preload=1000"}, []string{storeSQLite}, true},
 		{[]string{"-store=mysql", "-database-url", "postgres://x@127.0.0.1/db"}, nil, false},
 	} {
 		o, err := parseFlags(c.args, io.Discard)

@@ -136,7 +136,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory for CPU profiles of the first measured round: server.pprof (the server, "+
 		"run as this program's copy of `callwire serve` with pprof), loadgen.pprof and ceiling.pprof (this process)")
 	fs.DurationVar(&o.popupPhase, "popup-phase", 10*time.Second, "length of each popup latency phase after the rounds, light load then full load (0 skips them)")
-	fs.Int64Var(&o.preload, "preload", 0, "events to store with COPY before the rounds (in calls of five), to measure a full store; 0 for none")
+	fs.Int64Var(&o.preload, "preload", 0, "events to store before the rounds (in calls of five; PostgreSQL's with COPY), to measure a full store; 0 for none")
 	fs.Float64Var(&o.popupRate, "popup-rate", 20, "calls started per second, open loop, in the light-load popup phase (0 skips it)")
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
@@ -181,9 +181,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.stores = []string{*storeFlag}
 	default:
 		return o, errors.New("-store must be postgres, sqlite or both")
-	}
-	if o.preload > 0 && !slices.Contains(o.stores, storePostgres) {
-		return o, errors.New("-preload needs the postgres store")
 	}
 	if o.databaseURL == "" {
 		o.databaseURL = os.Getenv(envBenchURL)
@@ -278,7 +275,7 @@ type settings struct {
 	MaxConns     int      `json:"maxConns"`
 	Server       string   `json:"server"`
 	Client       string   `json:"client"`              // the load generator's HTTP client: wire or net
-	Preloaded    int64    `json:"preloaded,omitempty"` // events stored with COPY before the rounds
+	Preloaded    int64    `json:"preloaded,omitempty"` // events stored before the rounds (-preload)
 	Mixes        []string `json:"mixes"`
 }
 
@@ -319,7 +316,6 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		o.store = st
 		if i > 0 {
 			o.popupPhase = 0 // the popup phases measure the server, not its store: once is enough
-			o.preload = 0
 		}
 		if err := runStore(ctx, o, stdout, stderr); err != nil {
 			return fmt.Errorf("%s: %w", st, err)
@@ -513,24 +509,17 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 	var sentCalls, sentEvents int64
 	var peakRSS, peakFile float64 // MiB
 	if o.preload > 0 {
-		pc, pe, err := preload(ctx, pool, orgID, o.preload, logf)
+		var pc, pe int64
+		if lite != nil {
+			pc, pe, err = preloadSQLite(ctx, co.databasePath, orgID, o.preload, logf)
+		} else {
+			pc, pe, err = preloadPostgres(ctx, pool, orgID, o.preload, logf)
+		}
 		if err != nil {
 			return err
 		}
 		sentCalls += pc
 		sentEvents += pe
-		if _, err := pool.Exec(ctx, "ANALYZE calls; ANALYZE call_events"); err != nil {
-			return fmt.Errorf("preload: analyze: %w", err)
-		}
-		// COPY leaves gigabytes of new pages for PostgreSQL's checkpointer to write out over the
-		// next minutes; the first round measured (the service's) met that every time. A store
-		// of years is not in the middle of its import, so the rounds start after a checkpoint.
-		start := time.Now()
-		if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
-			logf("preload: CHECKPOINT failed (%v): the first rounds may still be writing out the preload", err)
-		} else {
-			logf("preload: checkpoint in %v", time.Since(start).Round(time.Millisecond))
-		}
 		r.Settings.Preloaded = pe
 	}
 	for _, mixName := range o.mixes {
@@ -779,7 +768,7 @@ func printReport(w io.Writer, r report) {
 	fmt.Fprintf(w, "server: %s; load generator: %s; the load generator, the server and the database share the machine\n", s.Server, client)
 	fmt.Fprintf(w, "phases: service (HTTP), ceiling (parse + write pipeline in process), raw (%s, no decoding)\n", raw)
 	if s.Preloaded > 0 {
-		fmt.Fprintf(w, "store: %d events preloaded with COPY before the rounds (-preload)\n", s.Preloaded)
+		fmt.Fprintf(w, "store: %d events preloaded before the rounds (-preload)\n", s.Preloaded)
 	}
 	for _, mr := range r.Mixes {
 		printMix(w, mr)
