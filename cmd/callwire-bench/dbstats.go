@@ -16,6 +16,7 @@ type dbSample struct {
 	walBytes    int64
 	walSyncs    int64 // WAL flushes to disk (fsync or equivalent)
 	commits     int64 // transactions committed in the bench database
+	blksRead    int64 // pages the bench database read from outside PostgreSQL's shared buffers
 	checkpoints int64 // checkpoints started, timed or requested
 }
 
@@ -25,7 +26,10 @@ type dbDelta struct {
 	FPIPerEvent      float64 `json:"fullPageImagesPerEvent"`
 	CommitsPerSync   float64 `json:"commitsPerWalSync"` // how many commits shared a WAL flush
 	CommitsPerEvent  float64 `json:"commitsPerEvent"`
-	Checkpoints      int64   `json:"checkpoints"` // checkpoints that started during the phase
+	// BlocksReadPerEvent is how many pages PostgreSQL read into its shared buffers (from the
+	// system's cache or the disk) per event: what it pays once a store outgrows its buffers.
+	BlocksReadPerEvent float64 `json:"blocksReadPerEvent"`
+	Checkpoints        int64   `json:"checkpoints"` // checkpoints that started during the phase
 }
 
 // sampleDB reads the statistics; ok is false where this server does not give them (before
@@ -43,8 +47,8 @@ func sampleDB(ctx context.Context, url string) dbSample {
 		Scan(&s.walFPI, &s.walBytes, &s.walSyncs); err != nil {
 		return s
 	}
-	if err := conn.QueryRow(cctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).
-		Scan(&s.commits); err != nil {
+	if err := conn.QueryRow(cctx, `SELECT xact_commit, blks_read FROM pg_stat_database WHERE datname = current_database()`).
+		Scan(&s.commits, &s.blksRead); err != nil {
 		return s
 	}
 	// PostgreSQL 17 moved the checkpoint counters to pg_stat_checkpointer.
@@ -65,10 +69,11 @@ func (a dbSample) delta(b dbSample, events int64) *dbDelta {
 	}
 	per := func(x int64) float64 { return float64(x) / float64(events) }
 	d := &dbDelta{
-		WALBytesPerEvent: per(b.walBytes - a.walBytes),
-		FPIPerEvent:      per(b.walFPI - a.walFPI),
-		CommitsPerEvent:  per(b.commits - a.commits),
-		Checkpoints:      b.checkpoints - a.checkpoints,
+		WALBytesPerEvent:   per(b.walBytes - a.walBytes),
+		FPIPerEvent:        per(b.walFPI - a.walFPI),
+		CommitsPerEvent:    per(b.commits - a.commits),
+		BlocksReadPerEvent: per(b.blksRead - a.blksRead),
+		Checkpoints:        b.checkpoints - a.checkpoints,
 	}
 	if syncs := b.walSyncs - a.walSyncs; syncs > 0 {
 		d.CommitsPerSync = float64(b.commits-a.commits) / float64(syncs)

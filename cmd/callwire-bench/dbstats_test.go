@@ -36,7 +36,7 @@ func TestSampleDB(t *testing.T) {
 	if d == nil {
 		t.Fatal("no delta between two good readings")
 	}
-	if d.WALBytesPerEvent <= 0 || d.CommitsPerEvent <= 0 || d.Checkpoints < 0 {
+	if d.WALBytesPerEvent <= 0 || d.CommitsPerEvent <= 0 || d.Checkpoints < 0 || d.BlocksReadPerEvent < 0 {
 		t.Fatalf("delta %+v: want WAL and commits", *d)
 	}
 	if a.delta(b, 0) != nil || (dbSample{}).delta(b, 100) != nil {

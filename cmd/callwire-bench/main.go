@@ -966,13 +966,13 @@ func printDatabase(w io.Writer, phases []phaseReport) {
 	if !have {
 		return
 	}
-	fmt.Fprintln(w, "\nPostgreSQL per phase (WAL and commits per event stored; checkpoints started during the phase):")
+	fmt.Fprintln(w, "\nPostgreSQL per phase (WAL, pages read into its buffers and commits per event stored; checkpoints started during the phase):")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tround\tWAL bytes/event\tfull pages/event\tcommits/event\tcommits/WAL flush\tcheckpoints\t")
+	fmt.Fprintln(tw, "phase\tround\tWAL bytes/event\tfull pages/event\tpages read/event\tcommits/event\tcommits/WAL flush\tcheckpoints\t")
 	for _, p := range phases {
 		if d := p.Database; d != nil {
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.2f\t%d\t\n", p.Kind, p.Round, d.WALBytesPerEvent, d.FPIPerEvent,
-				d.CommitsPerEvent, d.CommitsPerSync, d.Checkpoints)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%d\t\n", p.Kind, p.Round, d.WALBytesPerEvent, d.FPIPerEvent,
+				d.BlocksReadPerEvent, d.CommitsPerEvent, d.CommitsPerSync, d.Checkpoints)
 		}
 	}
 	tw.Flush()
