@@ -233,6 +233,7 @@ func preloadSQLiteTx(ctx context.Context, db *sql.DB, p preloadPlan, from, to in
 	exec := func(key int, sqlText func() string, args []any) error {
 		s, ok := stmts[key]
 		if !ok {
+			var err error
 			if s, err = tx.PrepareContext(ctx, sqlText()); err != nil {
 				return err
 			}
