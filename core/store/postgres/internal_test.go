@@ -249,13 +249,15 @@ func liveKey(t *testing.T, s *Store, org string) *store.KeyCheck {
 	return &store.KeyCheck{ClientID: k.ClientID, SecretHash: k.SecretHash, At: time.Now().UTC()}
 }
 
-// TestKeyCheckFalseRejects replaces callwire_check_key with one that returns false instead of
-// raising: every guarded read and write must still refuse, and write nothing.
+// TestKeyCheckFalseRejects replaces callwire_key_rejected with one that returns false instead of
+// raising: with a key on file no more, every guarded read and write must still refuse, and
+// write nothing.
 func TestKeyCheckFalseRejects(t *testing.T) {
 	s, org := openWithOrg(t, Options{})
 	check := liveKey(t, s, org)
-	if _, err := s.pool.Exec(t.Context(), `CREATE OR REPLACE FUNCTION callwire_check_key(p_client_id text,
-		p_secret_hash bytea, p_at timestamptz) RETURNS boolean LANGUAGE sql STABLE AS 'SELECT false'`); err != nil {
+	check.SecretHash = []byte("not the key's secret")
+	if _, err := s.pool.Exec(t.Context(), `CREATE OR REPLACE FUNCTION callwire_key_rejected()
+		RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT false'`); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()

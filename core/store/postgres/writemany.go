@@ -42,7 +42,7 @@ var binaryParams = []int16{1}
 const writeManySQL = writeManyCalls + writeManyRest
 
 const checkedWriteManySQL = writeManyCalls + `
-	WHERE callwire_check_key($24, $25, $26)` + writeManyRest
+	WHERE ` + keyCheck1 + `$24` + keyCheck2 + `$25` + keyCheck3 + `$26` + keyCheck4 + writeManyRest
 
 const writeManyCalls = `
 WITH c AS (` + upsertCallInto + `
