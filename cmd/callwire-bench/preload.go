@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/sdk/event"
 )
 
 // preloadEventsPerCall is how many events each preloaded call has: a realistic call's five.
@@ -24,9 +24,6 @@ const preloadProvider = "sip"
 
 // preloadBlock is every preloaded call's block.
 const preloadBlock = `{"direction":"inbound","from":{"number":"+442071234567","name":"Preloaded Caller"},"to":{"number":"+442071234500"}}`
-
-// preloadTypes are the types of a preloaded call's events, in order.
-var preloadTypes = [preloadEventsPerCall]string{"call_received", "call_answered", "call_ended", "call_recorded", "call_transcribed"}
 
 // preloadPlan is the shape of a preload: the store a clinic group has after years, so that
 // -preload shows what a write costs once the indexes no longer fit in memory. The rows are
@@ -70,7 +67,8 @@ func (p preloadPlan) event(i, k int64, pcid string) (preloadEvent, error) {
 		return preloadEvent{}, err
 	}
 	t := p.callAt(i).Add(time.Duration(k) * 20 * time.Second)
-	typ := preloadTypes[k]
+	typ := string([preloadEventsPerCall]event.Type{event.CallReceived, event.CallAnswered, event.CallEnded,
+		event.CallRecorded, event.CallTranscribed}[k])
 	body := fmt.Appendf(nil, `{"type":%q,"providerCallId":%q,"occurredAt":%q,"provider":%q,"sequence":%d,`+
 		`"call":%s,"locations":["front-desk"],"providerEventId":"%s-%d","raw":{"note":"a preloaded event, about the size of a realistic one"}}`,
 		typ, pcid, t.Format(time.RFC3339), preloadProvider, k+1, preloadBlock, pcid, k)
@@ -185,15 +183,8 @@ const (
 func preloadSQLite(ctx context.Context, path, orgID string, events int64, logf func(string, ...any)) (calls, stored int64, err error) {
 	start := time.Now()
 	p := newPreloadPlan(orgID, events, start)
-	params := url.Values{
-		"_busy_timeout": {"5000"},
-		"_journal_mode": {"WAL"},
-		"_synchronous":  {"OFF"},
-		"_foreign_keys": {"1"},
-		"_txlock":       {"immediate"},
-		"_pragma":       {"cache_size(-262144)"}, // 256 MiB, for the import only
-	}
-	db, err := sql.Open("sqlite", path+"?"+params.Encode())
+	// 256 MiB of page cache, for the import only.
+	db, err := sql.Open("sqlite", sqliteDSN(path, "OFF", "cache_size(-262144)"))
 	if err != nil {
 		return 0, 0, fmt.Errorf("preload: open %s: %w", path, err)
 	}

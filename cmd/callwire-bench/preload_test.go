@@ -54,15 +54,8 @@ func TestPreloadSQLite(t *testing.T) {
 	}
 }
 
-// preloadTestStore is what the preload tests need of a store.
-type preloadTestStore interface {
-	CreateOrg(context.Context, store.Org) error
-	WriteCalls(context.Context, store.Write) ([]store.CallResult, error)
-	GetCall(ctx context.Context, orgID, provider, providerCallID string) (store.Call, []store.Event, error)
-}
-
 // writeBeforePreload makes org and writes a call of it, as the warm-up would before a preload.
-func writeBeforePreload(ctx context.Context, t *testing.T, st preloadTestStore, org string) {
+func writeBeforePreload(ctx context.Context, t *testing.T, st store.Store, org string) {
 	t.Helper()
 	if err := st.CreateOrg(ctx, store.Org{ID: org, Name: "clinic"}); err != nil {
 		t.Fatal(err)
@@ -81,7 +74,7 @@ func writeBeforePreload(ctx context.Context, t *testing.T, st preloadTestStore, 
 // checkPreloaded checks a preload's result: every preloaded call, the last one cut short, reads
 // back under its derived id with its events and their bodies, and so does the call written
 // before.
-func checkPreloaded(ctx context.Context, t *testing.T, st preloadTestStore, org string, calls, events int64, err error) {
+func checkPreloaded(ctx context.Context, t *testing.T, st store.Store, org string, calls, events int64, err error) {
 	t.Helper()
 	wantCalls := (events + preloadEventsPerCall - 1) / preloadEventsPerCall
 	if err != nil || calls != wantCalls || events == 0 {

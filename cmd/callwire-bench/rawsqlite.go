@@ -34,15 +34,7 @@ type sqliteRaw struct {
 
 // openSQLiteRaw opens the file at path as the embedded store opens its writer connection.
 func openSQLiteRaw(path string) (*sqliteRaw, error) {
-	params := url.Values{
-		"_busy_timeout": {"5000"},
-		"_journal_mode": {"WAL"},
-		"_synchronous":  {"FULL"},
-		"_foreign_keys": {"1"},
-		"_txlock":       {"immediate"},
-		"_pragma":       {"temp_store(MEMORY)"},
-	}
-	db, err := sql.Open("sqlite", path+"?"+params.Encode())
+	db, err := sql.Open("sqlite", sqliteDSN(path, "FULL", "temp_store(MEMORY)"))
 	if err != nil {
 		return nil, fmt.Errorf("raw ceiling: open %s: %w", path, err)
 	}
@@ -51,6 +43,21 @@ func openSQLiteRaw(path string) (*sqliteRaw, error) {
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
 	return &sqliteRaw{db: db, stmts: map[[2]int][2]*sql.Stmt{}}, nil
+}
+
+// sqliteDSN names the file at path opened as the embedded store opens its writer (WAL, foreign
+// keys, IMMEDIATE transactions, a busy timeout of 5 s), with the given synchronous mode and
+// pragmas.
+func sqliteDSN(path, synchronous string, pragmas ...string) string {
+	params := url.Values{
+		"_busy_timeout": {"5000"},
+		"_journal_mode": {"WAL"},
+		"_synchronous":  {synchronous},
+		"_foreign_keys": {"1"},
+		"_txlock":       {"immediate"},
+		"_pragma":       pragmas,
+	}
+	return path + "?" + params.Encode()
 }
 
 func (r *sqliteRaw) close() error {
