@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"io"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,5 +143,62 @@ func TestParseFlagsStore(t *testing.T) {
 		if c.ok && !slices.Equal(o.stores, c.want) {
 			t.Errorf("%q: stores %v, want %v", c.args, o.stores, c.want)
 		}
+	}
+}
+
+func TestParseFlagsPopup(t *testing.T) {
+	for _, c := range []struct {
+		flag  string
+		light int64
+		ok    bool
+	}{
+		{"", 600, true},
+		{"-popup-light-calls=200", 200, true},
+		{"-popup-light-calls=0", 0, false},
+		{"-popup-rate=0", 600, true}, // no light-load phase
+		{"-popup-rate=-1", 0, false},
+		{"-popup-rate=NaN", 0, false},
+		{"-popup-phase=0", 600, true}, // no popup phases
+		{"-popup-phase=-1s", 0, false},
+	} {
+		args := []string{"-database-url", "postgres://x@127.0.0.1/db"}
+		if c.flag != "" {
+			args = append(args, c.flag)
+		}
+		o, err := parseFlags(args, io.Discard)
+		if (err == nil) != c.ok {
+			t.Errorf("%q: error %v, want ok %v", c.flag, err, c.ok)
+			continue
+		}
+		if c.ok && o.popupLight != c.light {
+			t.Errorf("%q: light-load calls %d, want %d", c.flag, o.popupLight, c.light)
+		}
+	}
+}
+
+// An open loop stops at its count of calls, before its deadline.
+func TestOpenLoopStopsAtItsCount(t *testing.T) {
+	mix, err := newMix(mixRealistic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	do := func(ctx context.Context, r request) error {
+		if r.kind == 0 {
+			calls.Add(1)
+		}
+		return nil
+	}
+	spec := phaseSpec{label: "count", workers: 1, duration: time.Minute, maxCalls: 7}
+	start := time.Now()
+	pr, err := runOpenLoop(t.Context(), spec, mix, do, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Calls != 7 || calls.Load() != 7 {
+		t.Errorf("%d calls reported, %d started; want 7", pr.Calls, calls.Load())
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("the loop ran %v, to its deadline", time.Since(start))
 	}
 }

@@ -145,7 +145,7 @@ func runOpenLoop(ctx context.Context, spec phaseSpec, mix callMix, do doer, rate
 	defer tick.Stop()
 	start := time.Now()
 	deadline := start.Add(spec.duration)
-	for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+	for n := 0; time.Now().Before(deadline) && int64(n) < spec.maxCalls && ctx.Err() == nil; n++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

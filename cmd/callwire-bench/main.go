@@ -106,6 +106,7 @@ type options struct {
 	keepSchema  bool
 	popupPhase  time.Duration
 	popupRate   float64
+	popupLight  int64
 	preload     int64
 	analyze     bool
 	client      string
@@ -135,9 +136,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory for CPU profiles of the first measured round: server.pprof (the server, "+
 		"run as this program's copy of `callwire serve` with pprof), loadgen.pprof and ceiling.pprof (this process)")
-	fs.DurationVar(&o.popupPhase, "popup-phase", 10*time.Second, "length of each popup latency phase after the rounds, light load then full load (0 skips them)")
+	fs.DurationVar(&o.popupPhase, "popup-phase", 10*time.Second, "length of the full-load popup latency phase after the rounds, which follows the light-load one (0 skips both)")
 	fs.Int64Var(&o.preload, "preload", 0, "events to store before the rounds (in calls of five; PostgreSQL's with COPY), to measure a full store; 0 for none")
 	fs.Float64Var(&o.popupRate, "popup-rate", 20, "calls started per second, open loop, in the light-load popup phase (0 skips it)")
+	fs.Int64Var(&o.popupLight, "popup-light-calls", 600, "calls of the light-load popup phase, started at -popup-rate (600 at 20 a second: 30 s, and the p99 is the sixth slowest popup)")
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
 	fs.StringVar(&o.client, "client", "wire", "HTTP client of the load generator: wire (a lean HTTP/1.1 keep-alive client, as wrk) or net (Go's net/http)")
@@ -165,6 +167,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-max-conns must be at least 1")
 	case o.client != "wire" && o.client != "net":
 		return o, errors.New("-client must be wire or net")
+	case o.popupPhase < 0 || o.popupPhase > time.Hour:
+		return o, errors.New("-popup-phase must be from 0 to 1h")
+	case !(o.popupRate >= 0 && o.popupRate <= 1000):
+		return o, errors.New("-popup-rate must be from 0 to 1000")
+	case o.popupLight < 1 || o.popupLight > 1_000_000:
+		return o, errors.New("-popup-light-calls must be from 1 to 1000000")
 	}
 	switch *mixFlag {
 	case "both":
@@ -658,7 +666,7 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 		}
 		newPhase()
 		pr, pop, light, err := popupPhase(ctx, st, orgID, client, "http://"+srv.addr, spec("popups", o.popupPhase, "service"), mix,
-			doers["service"], o.popupRate, 6*time.Second, logf)
+			doers["service"], o.popupRate, o.popupLight, 6*time.Second, logf)
 		if err != nil {
 			return fmt.Errorf("popup phase: %w", err)
 		}
