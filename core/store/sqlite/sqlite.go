@@ -192,8 +192,10 @@ func oneConnection(db *sql.DB) {
 	db.SetConnMaxIdleTime(0)
 }
 
-// CacheBudget returns the most memory, in bytes, that the store's page caches take once full:
-// SQLite's memory, which the Go runtime neither sees nor counts against its memory limit.
+// CacheBudget returns the size, in bytes, the store's page caches are set to: SQLite's memory,
+// which the Go runtime neither sees nor counts against its memory limit. Full, the caches take
+// about twice that, as SQLite's allocator rounds each cached page and its header up to a slot
+// of twice the page size (docs/decisions.md, "The server's memory").
 func (s *Store) CacheBudget() int64 {
 	return s.cacheBytes
 }
