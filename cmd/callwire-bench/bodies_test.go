@@ -93,6 +93,15 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
+// parseFlag parses the bench's flags with a database named and flag, when not empty, beside it.
+func parseFlag(flag string) (options, error) {
+	args := []string{"-database-url", "postgres://x@127.0.0.1/db"}
+	if flag != "" {
+		args = append(args, flag)
+	}
+	return parseFlags(args, io.Discard)
+}
+
 func TestParseFlagsMix(t *testing.T) {
 	for _, c := range []struct {
 		flag string
@@ -105,11 +114,7 @@ func TestParseFlagsMix(t *testing.T) {
 		{"-mix=bulk", []string{mixBulk}, true},
 		{"-mix=huge", nil, false},
 	} {
-		args := []string{"-database-url", "postgres://x@127.0.0.1/db"}
-		if c.flag != "" {
-			args = append(args, c.flag)
-		}
-		o, err := parseFlags(args, io.Discard)
+		o, err := parseFlag(c.flag)
 		if (err == nil) != c.ok {
 			t.Errorf("%q: error %v, want ok %v", c.flag, err, c.ok)
 			continue
@@ -161,11 +166,7 @@ func TestParseFlagsPopup(t *testing.T) {
 		{"-popup-phase=0", 600, true}, // no popup phases
 		{"-popup-phase=-1s", 0, false},
 	} {
-		args := []string{"-database-url", "postgres://x@127.0.0.1/db"}
-		if c.flag != "" {
-			args = append(args, c.flag)
-		}
-		o, err := parseFlags(args, io.Discard)
+		o, err := parseFlag(c.flag)
 		if (err == nil) != c.ok {
 			t.Errorf("%q: error %v, want ok %v", c.flag, err, c.ok)
 			continue
