@@ -25,7 +25,7 @@ func TestApplyMemoryLimit(t *testing.T) {
 	t.Cleanup(func() { lite.Close() })
 	budget := lite.CacheBudget()
 	if budget < 6<<20 {
-		// A writer's 2 MiB and at least four readers' 1 MiB each.
+		// The writer's and at least four readers' page caches, at what they take in memory.
 		t.Fatalf("CacheBudget() = %d, want at least 6 MiB", budget)
 	}
 

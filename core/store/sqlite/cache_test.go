@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// TestReaderCache: the readers share 4 MiB of page cache, each at least 256 KiB.
+// TestReaderCache: the readers share 2 MiB of page cache, each at least 256 KiB.
 func TestReaderCache(t *testing.T) {
 	for _, tc := range []struct {
 		readers int
 		want    int64
 	}{
-		{4, 1024},
-		{8, 512},
+		{4, 512},
+		{8, 256},
 		{16, 256},
 		{32, 256},
 	} {
@@ -23,11 +23,11 @@ func TestReaderCache(t *testing.T) {
 	}
 }
 
-// TestCacheBudget: with up to 16 readers (one per core, at least four) the writer's and the
-// readers' page caches come to 6 MiB.
+// TestCacheBudget: with up to 8 readers (one per core, at least four) the writer's and the
+// readers' page caches take 6 MiB.
 func TestCacheBudget(t *testing.T) {
-	if n := runtime.GOMAXPROCS(0); n > 16 {
-		t.Skipf("SKIP: %d cores give %d readers, past the 16 whose caches stay at 6 MiB", n, n)
+	if n := runtime.GOMAXPROCS(0); n > 8 {
+		t.Skipf("SKIP: %d cores give %d readers, past the 8 whose caches stay at 6 MiB", n, n)
 	}
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "callwire.db"))
 	if err != nil {

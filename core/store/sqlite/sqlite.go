@@ -36,17 +36,23 @@ var migrations embed.FS
 // operation fails with store.ErrUnavailable.
 const busyTimeout = 5 * time.Second
 
-// The page caches' sizes, in KiB: the writer's (about SQLite's default of 2000, written out
-// because CacheBudget reports it), the checkpointer's (which holds little more than the schema:
-// a checkpoint copies pages without caching them), and the readers', shared equally among them,
-// each reader's share at least minReaderCacheKiB. So the caches come to 6 MiB in all with up to
-// 16 readers.
+// The page caches' sizes, in KiB, as SQLite is told them: the writer's, the checkpointer's
+// (which holds little more than the schema: a checkpoint copies pages without caching them), and
+// the readers', shared equally among them, each reader's share at least minReaderCacheKiB. In
+// memory each takes cacheSlotFactor times that, so the caches take 6 MiB in all with up to 8
+// readers.
 const (
-	writerCacheKiB       = 2048 - checkpointerCacheKiB
+	writerCacheKiB       = 1024 - checkpointerCacheKiB
 	checkpointerCacheKiB = 64
-	readersCacheKiB      = 4096
+	readersCacheKiB      = 2048
 	minReaderCacheKiB    = 256
 )
+
+// cacheSlotFactor is what a full page cache takes in memory over its size: SQLite's allocator
+// here (modernc.org/memory) serves a request from a slot of the next power of two up to 16 KiB,
+// and a cached page is its 4,096 bytes plus SQLite's header for it, so it lands in a slot of
+// 8,192 (docs/benchmarks.md, "a fourth machine").
+const cacheSlotFactor = 2
 
 // readerCacheKiB returns each reader's page cache, in KiB, when there are n readers.
 func readerCacheKiB(n int) int64 {
@@ -133,10 +139,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		"_busy_timeout": {fmt.Sprint(ms)},
 		"_foreign_keys": {"1"},
 		"_query_only":   {"1"},
-		// 1 MiB of page cache per reader with four of them (SQLite's default is 2): the reads
-		// are point lookups by key, whose pages (the indexes' upper levels) fit many times over,
-		// and the file's pages are in the system's cache anyway. It keeps the server within its
-		// memory target.
+		// 512 KiB of page cache per reader with four of them (SQLite's default is 2 MiB): the
+		// reads are point lookups by key, whose pages (the indexes' upper levels) the caches
+		// keep, and the file's pages are in the system's cache anyway. It keeps the server
+		// within its memory target.
 		"_pragma": {fmt.Sprintf("cache_size(-%d)", perReader)},
 	}
 
@@ -174,7 +180,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	oneConnection(checkpoints)
 
-	cache := (writerCacheKiB + checkpointerCacheKiB + int64(n)*perReader) << 10
+	cache := cacheSlotFactor * (writerCacheKiB + checkpointerCacheKiB + int64(n)*perReader) << 10
 	s := &Store{writer: writer, reader: reader, cacheBytes: cache, gate: make(chan struct{}, 1)}
 	for k := range s.ringingTexts {
 		s.ringingTexts[k] = ringingSQL(1 << k)
@@ -192,10 +198,8 @@ func oneConnection(db *sql.DB) {
 	db.SetConnMaxIdleTime(0)
 }
 
-// CacheBudget returns the size, in bytes, the store's page caches are set to: SQLite's memory,
-// which the Go runtime neither sees nor counts against its memory limit. Full, the caches take
-// about twice that, as SQLite's allocator rounds each cached page and its header up to a slot
-// of twice the page size (docs/decisions.md, "The server's memory").
+// CacheBudget returns the most memory, in bytes, that the store's page caches take once full:
+// SQLite's memory, which the Go runtime neither sees nor counts against its memory limit.
 func (s *Store) CacheBudget() int64 {
 	return s.cacheBytes
 }
