@@ -32,10 +32,9 @@ RETURNING id, xmax = 0, clients`
 
 // The key check, written into each statement it guards: true when a live key has the client
 // ID, secret hash and time bound in its three places, else a call of callwire_key_rejected,
-// which raises CWK01 (migration 6). A statement spells it
-// keyCheck1 + client + keyCheck2 + hash + keyCheck3 + time + keyCheck4. Written in, the lookup
-// costs PostgreSQL 10 to 20 µs less per check than a call of the PL/pgSQL function
-// callwire_check_key (docs/benchmarks.md, "a third machine").
+// which raises CWK01 (migration 6); a statement takes it as one of the keyCheckAt constants
+// below. Written in, the lookup costs PostgreSQL 10 to 20 µs less per check than a call of the
+// PL/pgSQL function callwire_check_key (docs/benchmarks.md, "a third machine").
 const (
 	keyCheck1 = `CASE WHEN EXISTS (SELECT 1 FROM api_keys WHERE client_id = `
 	keyCheck2 = ` AND secret_hash = `
@@ -43,12 +42,21 @@ const (
 	keyCheck4 = `)) THEN true ELSE callwire_key_rejected() END`
 )
 
+// The key check with its parameters at the positions the statements give them: keyCheckAtN
+// takes the client ID as $N, the secret hash as $N+1 and the time as $N+2.
+const (
+	keyCheckAt1  = keyCheck1 + `$1` + keyCheck2 + `$2` + keyCheck3 + `$3` + keyCheck4
+	keyCheckAt5  = keyCheck1 + `$5` + keyCheck2 + `$6` + keyCheck3 + `$7` + keyCheck4
+	keyCheckAt14 = keyCheck1 + `$14` + keyCheck2 + `$15` + keyCheck3 + `$16` + keyCheck4
+	keyCheckAt24 = keyCheck1 + `$24` + keyCheck2 + `$25` + keyCheck3 + `$26` + keyCheck4
+)
+
 // checkedUpsertCallSQL is upsertCallSQL guarded by the key check ($14 client ID, $15 secret
 // hash, $16 time): the check runs once, before the row is formed, and raises CWK01 for a dead
 // key, which aborts the batch's transaction. It saves the batch a statement of its own.
 const checkedUpsertCallSQL = upsertCallInto + `
 SELECT ` + upsertCallValues + `
-WHERE ` + keyCheck1 + `$14` + keyCheck2 + `$15` + keyCheck3 + `$16` + keyCheck4 + `
+WHERE ` + keyCheckAt14 + `
 ` + upsertCallConflict + `
 RETURNING id, xmax = 0, clients`
 
@@ -351,7 +359,7 @@ CROSS JOIN LATERAL (
 	OFFSET 0) AS r (known, state)`
 
 const checkedRingingManySQL = `
-SELECT 0::bigint, ` + keyCheck1 + `$5` + keyCheck2 + `$6` + keyCheck3 + `$7` + keyCheck4 + `, NULL::smallint
+SELECT 0::bigint, ` + keyCheckAt5 + `, NULL::smallint
 UNION ALL` + ringingManySQL
 
 // Names of the ringing lookups' prepared statements.
@@ -482,7 +490,7 @@ FROM calls c WHERE c.org_id = $1 AND c.provider = $2 AND c.provider_call_id = $3
 // time). It always returns one row, so the check always runs: the check's result, then
 // ringingSQL's columns, NULL when the call is not on file. A dead key raises CWK01.
 const checkedRingingSQL = `
-SELECT ` + keyCheck1 + `$5` + keyCheck2 + `$6` + keyCheck3 + `$7` + keyCheck4 + `, r.known, r.state
+SELECT ` + keyCheckAt5 + `, r.known, r.state
 FROM (VALUES (true)) AS one (x)
 LEFT JOIN (` + ringingSQL + `) AS r (known, state) ON true`
 
@@ -501,7 +509,7 @@ const codeKeyRejected = "CWK01"
 // work fold the guard into their first statement instead.
 func queueCheck(b *pgx.Batch, c *store.KeyCheck) {
 	if c != nil {
-		b.Queue(`SELECT `+keyCheck1+`$1`+keyCheck2+`$2`+keyCheck3+`$3`+keyCheck4, c.ClientID, c.SecretHash, c.At)
+		b.Queue(`SELECT `+keyCheckAt1, c.ClientID, c.SecretHash, c.At)
 	}
 }
 

@@ -391,7 +391,8 @@ func eventSize(e *store.EventWrite) int {
 	return 96 + len(e.ID) + len(e.Type) + len(e.DedupeKey) + len(e.ProviderEventID) + len(e.Body)
 }
 
-// keyCheck writes the three parameters of the key check (keyCheck1): client ID, secret hash, time.
+// keyCheck writes the three parameters of the key check (keyCheckAt14 and the others): client
+// ID, secret hash, time.
 func (p *params) keyCheck(c *store.KeyCheck) {
 	p.text(c.ClientID)
 	p.bytea(c.SecretHash)

@@ -42,7 +42,7 @@ var binaryParams = []int16{1}
 const writeManySQL = writeManyCalls + writeManyRest
 
 const checkedWriteManySQL = writeManyCalls + `
-	WHERE ` + keyCheck1 + `$24` + keyCheck2 + `$25` + keyCheck3 + `$26` + keyCheck4 + writeManyRest
+	WHERE ` + keyCheckAt24 + writeManyRest
 
 const writeManyCalls = `
 WITH c AS (` + upsertCallInto + `

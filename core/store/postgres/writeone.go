@@ -50,7 +50,7 @@ func oneCallSQL(n int, checked bool) string {
 	b.WriteString("\nWITH c AS (" + upsertCallInto)
 	first := 14
 	if checked {
-		b.WriteString("\n\tSELECT " + upsertCallValues + "\n\tWHERE " + keyCheck1 + "$14" + keyCheck2 + "$15" + keyCheck3 + "$16" + keyCheck4 + "\n\t")
+		b.WriteString("\n\tSELECT " + upsertCallValues + "\n\tWHERE " + keyCheckAt14 + "\n\t")
 		first = 17
 	} else {
 		b.WriteString("\n\tVALUES (" + upsertCallValues + ")\n\t")
