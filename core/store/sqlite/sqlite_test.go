@@ -194,21 +194,36 @@ func TestOpenRejectsBadPath(t *testing.T) {
 	}
 }
 
-// BenchmarkWriteCalls measures one request's write, one at a time, as the writer runs it: the
-// tail of a new call (three events), and a batch of 10 new calls of five events each.
-func BenchmarkWriteCalls(b *testing.B) {
+// benchStore opens and migrates a store for a benchmark, with one organization, org-1, and a
+// live key of it, whose check it returns.
+func benchStore(b *testing.B) (*sqlite.Store, *store.KeyCheck) {
+	b.Helper()
 	ctx := b.Context()
 	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
 	if err := s.CreateOrg(ctx, store.Org{ID: "org-1", Name: "Clinic"}); err != nil {
 		b.Fatal(err)
 	}
+	k := store.Key{ClientID: "cw_ci_bench", OrgID: "org-1", Scopes: []string{"org.calls.events"},
+		SecretHash: []byte("a secret's hash, 32 bytes long!!"), SecretLast8: "hash!!!!", CreatedAt: time.Now()}
+	if err := s.CreateKey(ctx, k); err != nil {
+		b.Fatal(err)
+	}
+	return s, &store.KeyCheck{ClientID: k.ClientID, SecretHash: k.SecretHash, At: time.Now()}
+}
+
+// BenchmarkWriteCalls measures one request's write, one at a time, as the writer runs it, with
+// the key check the service sends: the tail of a new call (three events), and a batch of 10 new
+// calls of five events each.
+func BenchmarkWriteCalls(b *testing.B) {
+	ctx := b.Context()
+	s, check := benchStore(b)
 	now := time.Now()
 	body := json.RawMessage(`{"type":"call_ended","providerCallId":"x","occurredAt":"2025-01-01T00:00:00Z","call":{"direction":"inbound"}}`)
 	call := func(id string, types ...string) store.CallWrite {
@@ -234,13 +249,33 @@ func BenchmarkWriteCalls(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
-				w := store.Write{OrgID: "org-1", ReceivedAt: now}
+				w := store.Write{OrgID: "org-1", ReceivedAt: now, Check: check}
 				for range bc.calls {
 					n++
 					w.Calls = append(w.Calls, call(strconv.Itoa(n), bc.types...))
 				}
 				if _, err := s.WriteCalls(ctx, w); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRinging measures the ring's read with the key check the service sends: one ref (a
+// call's call_received) and a batch of ten, of calls not on file, as the rings of new calls are.
+func BenchmarkRinging(b *testing.B) {
+	s, check := benchStore(b)
+	var refs []store.EventRef
+	for i := range 10 {
+		refs = append(refs, store.EventRef{Provider: "sip", ProviderCallID: "ring-" + strconv.Itoa(i), DedupeKey: "call_received:0"})
+	}
+	for _, n := range []int{1, 10} {
+		b.Run("refs="+strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				rs, err := s.Ringing(b.Context(), "org-1", refs[:n], check)
+				if err != nil || len(rs) != n {
+					b.Fatalf("%v %+v", err, rs)
 				}
 			}
 		})
