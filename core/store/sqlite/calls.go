@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/callwire/callwire/core/store"
@@ -23,10 +24,10 @@ type writeStmts struct {
 	updateCall *sql.Stmt
 	// findEvent returns the stored ID of an event by its dedupe key.
 	findEvent *sql.Stmt
-	// checkKey runs a KeyCheck.
-	checkKey *sql.Stmt
 	// findCalls[k] returns the ID of each of 1<<k calls on file, by key.
 	findCalls [maxRowsLog + 1]*sql.Stmt
+	// checkedFindCalls[k] is findCalls[k] with a key check's row.
+	checkedFindCalls [maxRowsLog + 1]*sql.Stmt
 	// insertCalls[k] creates 1<<k calls, none of them on file.
 	insertCalls [maxRowsLog + 1]*sql.Stmt
 	// insertEvents[k] appends 1<<k events at once, each unless its dedupe key is on file,
@@ -131,9 +132,10 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		dst  **sql.Stmt
 		text string
 	}
-	texts := []text{{&w.updateCall, updateCallSQL}, {&w.findEvent, findEventSQL}, {&w.checkKey, checkKeySQL}}
+	texts := []text{{&w.updateCall, updateCallSQL}, {&w.findEvent, findEventSQL}}
 	for k := range maxRowsLog + 1 {
-		texts = append(texts, text{&w.findCalls[k], findCallsSQL(1 << k)}, text{&w.insertCalls[k], insertCallsSQL(1 << k)},
+		texts = append(texts, text{&w.findCalls[k], findCallsSQL(1 << k)}, text{&w.checkedFindCalls[k], withKeyCheck(findCallsSQL(1<<k), "''")},
+			text{&w.insertCalls[k], insertCallsSQL(1 << k)},
 			text{&w.insertEvents[k], insertEventsSQL(1 << k)}, text{&w.appendEvents[k], appendEventsSQL(1 << k)})
 	}
 	for _, t := range texts {
@@ -150,8 +152,8 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 // close closes whichever statements are prepared.
 func (w *writeStmts) close() {
-	for _, s := range slices.Concat([]*sql.Stmt{w.updateCall, w.findEvent, w.checkKey},
-		w.findCalls[:], w.insertCalls[:], w.insertEvents[:], w.appendEvents[:]) {
+	for _, s := range slices.Concat([]*sql.Stmt{w.updateCall, w.findEvent},
+		w.findCalls[:], w.checkedFindCalls[:], w.insertCalls[:], w.insertEvents[:], w.appendEvents[:]) {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -209,9 +211,6 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 	})
 
 	results := make([]store.CallResult, len(w.Calls))
-	if err := checkKey(ctx, st.get(st.src.checkKey), w.Check); err != nil {
-		return nil, err
-	}
 	if err := findCalls(ctx, st, w, order, results); err != nil {
 		return nil, err
 	}
@@ -261,25 +260,39 @@ func sameKey(a, b *store.CallWrite) bool {
 }
 
 // findCalls sets the ID of each call of w on file in results, asking for the keys in order, up
-// to 64 in one statement.
+// to 64 in one statement, and makes w's key check, when it has one, in the first: it fails with
+// store.ErrKeyRejected before anything is written.
 func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult) error {
-	args := make([]any, 0, 3*min(len(order), 1<<maxRowsLog)+1)
+	args := make([]any, 0, 3*min(len(order), 1<<maxRowsLog)+4)
+	first := true
 	return eachRun(order, func(k int, run []int) error {
 		args = args[:0]
 		for _, i := range run {
 			args = append(args, int64(i), w.Calls[i].Provider, w.Calls[i].ProviderCallID)
 		}
 		args = append(args, w.OrgID)
-		rows, err := st.get(st.src.findCalls[k]).QueryContext(ctx, args...)
+		stmt := st.src.findCalls[k]
+		checked := first && w.Check != nil
+		if checked {
+			stmt = st.src.checkedFindCalls[k]
+			args = append(args, w.Check.ClientID, w.Check.SecretHash, encTime(w.Check.At))
+		}
+		first = false
+		rows, err := st.get(stmt).QueryContext(ctx, args...)
 		if err != nil {
 			return fmt.Errorf("find calls: %w", err)
 		}
+		keyLive := false
 		for rows.Next() {
 			var i int64
 			var id string
 			if err := rows.Scan(&i, &id); err != nil {
 				rows.Close()
 				return fmt.Errorf("find calls: %w", err)
+			}
+			if i == keyCheckRow {
+				keyLive = true
+				continue
 			}
 			if i < 0 || i >= int64(len(results)) {
 				rows.Close()
@@ -289,6 +302,9 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return fmt.Errorf("find calls: %w", err)
+		}
+		if checked && !keyLive {
+			return store.ErrKeyRejected
 		}
 		return nil
 	})
@@ -495,36 +511,30 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 	return c, events, nil
 }
 
-// checkKey runs a KeyCheck, when there is one, with stmt (checkKeySQL, prepared):
-// store.ErrKeyRejected unless a live key has the client ID and secret hash.
-func checkKey(ctx context.Context, stmt *sql.Stmt, c *store.KeyCheck) error {
-	if c == nil {
-		return nil
-	}
-	var one int
-	err := stmt.QueryRowContext(ctx, c.ClientID, c.SecretHash, encTime(c.At)).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.ErrKeyRejected
-	}
-	return err
-}
-
 // Ringing reports, for each ref in order, whether the event is on file and its call's state: one
 // prepared query per run of up to 64 refs. See store.Store.
 func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
 	return s.ringing(ctx, "ringing", orgID, refs, check)
 }
 
-// ringing reads what Ringing returns; op names the operation in its errors.
+// ringing reads what Ringing returns; op names the operation in its errors. A check is made by
+// the statement of the first run of refs (ringingSQL withKeyCheck), so that the key and the
+// calls are read from one snapshot and the check costs no statement of its own.
 func (s *Store) ringing(ctx context.Context, op, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
-	if err := s.checkKeyRead(ctx, check); err != nil {
+	fail := func(err error) ([]store.Ringing, error) {
 		if errors.Is(err, store.ErrKeyRejected) {
 			return nil, fmt.Errorf("sqlite: %s: %w", op, err)
 		}
 		return nil, wrapErr(ctx, op, err)
 	}
+	if len(refs) == 0 {
+		if err := s.checkKeyRead(ctx, check); err != nil {
+			return fail(err)
+		}
+		return []store.Ringing{}, nil
+	}
 	out := make([]store.Ringing, len(refs))
-	args := make([]any, 0, 4*min(len(refs), 1<<maxRowsLog)+1)
+	args := make([]any, 0, 4*min(len(refs), 1<<maxRowsLog)+4)
 	start := 0
 	err := eachRun(refs, func(k int, run []store.EventRef) error {
 		args = args[:0]
@@ -532,38 +542,53 @@ func (s *Store) ringing(ctx context.Context, op, orgID string, refs []store.Even
 			args = append(args, int64(start+i), r.Provider, r.ProviderCallID, r.DedupeKey)
 		}
 		args = append(args, orgID)
+		text := s.ringingTexts[k]
+		checked := check != nil && start == 0
+		if checked {
+			text = s.checkedRingingTexts[k]
+			args = append(args, check.ClientID, check.SecretHash, encTime(check.At))
+		}
 		start += len(run)
-		stmt, err := s.readStmt(ctx, s.ringingTexts[k])
+		stmt, err := s.readStmt(ctx, text)
 		if err != nil {
 			return err
 		}
-		return readRinging(ctx, stmt, args, out)
+		keyLive, err := readRinging(ctx, stmt, args, out)
+		if err == nil && checked && !keyLive {
+			return store.ErrKeyRejected
+		}
+		return err
 	})
 	if err != nil {
-		return nil, wrapErr(ctx, op, err)
+		return fail(err)
 	}
 	return out, nil
 }
 
-// readRinging runs stmt (ringingSQL) with args and sets the entry of out of each ref on file.
-func readRinging(ctx context.Context, stmt *sql.Stmt, args []any, out []store.Ringing) error {
+// readRinging runs stmt (ringingSQL, or it withKeyCheck) with args and sets the entry of out of
+// each ref on file. keyLive reports whether the key check's row came.
+func readRinging(ctx context.Context, stmt *sql.Stmt, args []any, out []store.Ringing) (keyLive bool, err error) {
 	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var i, state int64
 		var known bool
 		if err := rows.Scan(&i, &state, &known); err != nil {
-			return err
+			return false, err
+		}
+		if i == keyCheckRow {
+			keyLive = true
+			continue
 		}
 		if i < 0 || i >= int64(len(out)) {
-			return fmt.Errorf("ref %d of %d", i, len(out))
+			return false, fmt.Errorf("ref %d of %d", i, len(out))
 		}
 		out[i] = store.Ringing{Known: known, State: store.State(state)}
 	}
-	return rows.Err()
+	return keyLive, rows.Err()
 }
 
 // ringingSQL reads, for n refs (each its index, provider, provider call ID and the dedupe key of
@@ -579,7 +604,20 @@ func ringingSQL(n int) string {
 	return b.String()
 }
 
-// checkKeyRead runs a KeyCheck, when there is one, on the reader pool.
+// keyCheckRow is the index of the row a statement of withKeyCheck adds when the key is live.
+const keyCheckRow = -1
+
+// withKeyCheck returns text, a query whose rows begin with an index (never negative) then one
+// more column, with one more row when a live key has the client ID, secret hash and time bound
+// after text's own parameters (the check of checkKeySQL): keyCheckRow, then rest (the SQL of the
+// row's other columns).
+func withKeyCheck(text, rest string) string {
+	return text + `
+		UNION ALL SELECT ` + strconv.Itoa(keyCheckRow) + `, ` + rest + ` WHERE EXISTS (` + checkKeySQL + `)`
+}
+
+// checkKeyRead runs a KeyCheck, when there is one, on the reader pool: store.ErrKeyRejected
+// unless a live key has the client ID and secret hash.
 func (s *Store) checkKeyRead(ctx context.Context, check *store.KeyCheck) error {
 	if check == nil {
 		return nil
@@ -588,5 +626,10 @@ func (s *Store) checkKeyRead(ctx context.Context, check *store.KeyCheck) error {
 	if err != nil {
 		return err
 	}
-	return checkKey(ctx, stmt, check)
+	var one int
+	err = stmt.QueryRowContext(ctx, check.ClientID, check.SecretHash, encTime(check.At)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrKeyRejected
+	}
+	return err
 }

@@ -22,7 +22,8 @@ func TestHotStatementsSearchTheirIndexes(t *testing.T) {
 	for k := range maxRowsLog + 1 {
 		n := 1 << k
 		for name, text := range map[string]string{"findCalls": findCallsSQL(n), "insertCalls": insertCallsSQL(n),
-			"insertEvents": insertEventsSQL(n), "appendEvents": appendEventsSQL(n), "ringing": ringingSQL(n)} {
+			"insertEvents": insertEventsSQL(n), "appendEvents": appendEventsSQL(n), "ringing": ringingSQL(n),
+			"checkedRinging": withKeyCheck(ringingSQL(n), "0, 1"), "checkedFindCalls": withKeyCheck(findCallsSQL(n), "''")} {
 			texts[name+"/"+string(rune('0'+k))] = text
 		}
 	}

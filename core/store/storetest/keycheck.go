@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,10 +52,18 @@ func keyCheckTests() []contractTest {
 			t.Errorf("%s: the call on file changed under a rejected key: state %v, %d events", what, c.State, len(evs))
 		}
 
-		// One ref, and several (a batch of rings), one of them on file.
+		// More calls than a store may write in one statement: the guard covers them all.
+		w = store.Write{OrgID: su.org, ReceivedAt: at(2), Check: check, Calls: manyCalls("many-"+what, 70)}
+		if _, err := s.WriteCalls(t.Context(), w); !errors.Is(err, store.ErrKeyRejected) {
+			t.Errorf("%s: WriteCalls of %d calls err = %v, want ErrKeyRejected", what, len(w.Calls), err)
+		}
+		wantNoCall(t, s, su.org, "sip", "many-"+what+"-69")
+
+		// One ref, several (a batch of rings), one of them on file, and more than a store may
+		// ask in one statement.
 		refs := []store.EventRef{{Provider: "sip", ProviderCallID: "x", DedupeKey: "call_received:0"},
 			{Provider: "sip", ProviderCallID: existing, DedupeKey: "call_received:0"}}
-		for _, refs := range [][]store.EventRef{refs[:1], refs} {
+		for _, refs := range [][]store.EventRef{refs[:1], refs, slices.Repeat(refs, 35)} {
 			if _, err := s.KnownEvents(t.Context(), su.org, refs, check); !errors.Is(err, store.ErrKeyRejected) {
 				t.Errorf("%s: KnownEvents of %d refs err = %v, want ErrKeyRejected", what, len(refs), err)
 			}
@@ -75,6 +84,27 @@ func keyCheckTests() []contractTest {
 			}
 			if got, err := s.KnownEvents(t.Context(), su.org, nil, su.check); err != nil || len(got) != 0 {
 				t.Errorf("KnownEvents with no refs = %v, %v", got, err)
+			}
+			// More calls and refs than a store may write or ask in one statement.
+			calls := manyCalls("many", 70)
+			write(t, s, store.Write{OrgID: su.org, ReceivedAt: at(1), Check: su.check, Calls: calls})
+			refs := make([]store.EventRef, len(calls)+1)
+			for i, c := range calls {
+				refs[i] = store.EventRef{Provider: c.Provider, ProviderCallID: c.ProviderCallID, DedupeKey: "call_received:0"}
+			}
+			refs[len(calls)] = store.EventRef{Provider: "sip", ProviderCallID: "not-on-file", DedupeKey: "call_received:0"}
+			rs, err := s.Ringing(t.Context(), su.org, refs, su.check)
+			if err != nil || len(rs) != len(refs) {
+				t.Fatalf("Ringing of %d refs = %d entries, %v", len(refs), len(rs), err)
+			}
+			for i, r := range rs {
+				want := store.Ringing{Known: true, State: store.StateRinging}
+				if i == len(calls) {
+					want = store.Ringing{}
+				}
+				if r != want {
+					t.Errorf("Ringing[%d] = %+v, want %+v", i, r, want)
+				}
 			}
 		}},
 		{"WrongSecretRejected", func(t *testing.T, s store.Store) {
@@ -115,6 +145,15 @@ func keyCheckTests() []contractTest {
 			write(t, s, w)
 		}},
 	}
+}
+
+// manyCalls returns n ringing calls of provider sip, named prefix-0 to prefix-(n-1).
+func manyCalls(prefix string, n int) []store.CallWrite {
+	calls := make([]store.CallWrite, n)
+	for i := range calls {
+		calls[i] = cw("sip", fmt.Sprintf("%s-%d", prefix, i), store.StateRinging, ev("call_received", 0, at(1)))
+	}
+	return calls
 }
 
 // ringingTests covers Ringing: whether an event is on file, and the state its call reached.
