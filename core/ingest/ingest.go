@@ -548,7 +548,7 @@ func (s *Service) storeError(op string, err error) error {
 // desks drop repeats by.
 func PopupID(orgID, provider, providerCallID string) string {
 	// The domain keeps the id from sharing its digits with CallID's, taken from the same key.
-	sum := keySum([]byte("callwire popup\x00"), orgID, provider, providerCallID)
+	sum := store.KeySum("callwire popup\x00", orgID, provider, providerCallID)
 	return hex.EncodeToString(sum[:16])
 }
 

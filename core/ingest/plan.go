@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"cmp"
-	"crypto/sha256"
 	"slices"
 	"time"
 
@@ -52,16 +51,6 @@ func dedupeKeys(out []string, events []event.Parsed) []string {
 		out[i], start = all[start:end], end
 	}
 	return out
-}
-
-// keySum is the SHA-256 of domain then each of parts, each followed by a zero byte.
-func keySum(domain []byte, parts ...string) [sha256.Size]byte {
-	var buf [256]byte
-	b := append(buf[:0], domain...)
-	for _, s := range parts {
-		b = append(append(b, s...), 0)
-	}
-	return sha256.Sum256(b)
 }
 
 // plannedCall is one call's share of a request: the write to make and how its results map back

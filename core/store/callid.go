@@ -22,9 +22,7 @@ func CallID(orgID, provider, providerCallID string) string {
 // AppendCallID appends CallID(orgID, provider, providerCallID) to dst and returns the extended
 // slice.
 func AppendCallID(dst []byte, orgID, provider, providerCallID string) []byte {
-	var buf [256]byte
-	k := append(append(append(append(append(append(buf[:0], orgID...), 0), provider...), 0), providerCallID...), 0)
-	sum := sha256.Sum256(k)
+	sum := KeySum("", orgID, provider, providerCallID)
 	sum[6] = sum[6]&0x0f | 0x80
 	sum[8] = sum[8]&0x3f | 0x80
 	var b [CallIDLen]byte
@@ -38,4 +36,16 @@ func AppendCallID(dst []byte, orgID, provider, providerCallID string) []byte {
 	b[23] = '-'
 	hex.Encode(b[24:36], sum[10:16])
 	return append(dst, b[:]...)
+}
+
+// KeySum returns the SHA-256 of domain, then of orgID, provider and providerCallID each followed
+// by a zero byte: a digest of a call's key, the same in every release, that differs from one
+// domain to another. CallID is the digest of the empty domain; another identifier drawn from the
+// key names a domain of its own, which must end in a zero byte, so that its digits are never a
+// call's.
+func KeySum(domain, orgID, provider, providerCallID string) [sha256.Size]byte {
+	var buf [256]byte
+	k := append(buf[:0], domain...)
+	k = append(append(append(append(append(append(k, orgID...), 0), provider...), 0), providerCallID...), 0)
+	return sha256.Sum256(k)
 }
