@@ -75,6 +75,10 @@ func findCallsSQL(n int) string {
 	return b.String()
 }
 
+// checkedFindCallsSQL is findCallsSQL(n) withKeyCheck: one more row, keyCheckRow and an empty
+// call ID, for a live key.
+func checkedFindCallsSQL(n int) string { return withKeyCheck(findCallsSQL(n), "''") }
+
 // insertCallsSQL creates n calls, none of which may be on file: one that is fails the statement.
 func insertCallsSQL(n int) string {
 	var b strings.Builder
@@ -134,7 +138,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 	}
 	texts := []text{{&w.updateCall, updateCallSQL}, {&w.findEvent, findEventSQL}}
 	for k := range maxRowsLog + 1 {
-		texts = append(texts, text{&w.findCalls[k], findCallsSQL(1 << k)}, text{&w.checkedFindCalls[k], withKeyCheck(findCallsSQL(1<<k), "''")},
+		texts = append(texts, text{&w.findCalls[k], findCallsSQL(1 << k)}, text{&w.checkedFindCalls[k], checkedFindCallsSQL(1 << k)},
 			text{&w.insertCalls[k], insertCallsSQL(1 << k)},
 			text{&w.insertEvents[k], insertEventsSQL(1 << k)}, text{&w.appendEvents[k], appendEventsSQL(1 << k)})
 	}
@@ -518,7 +522,7 @@ func (s *Store) Ringing(ctx context.Context, orgID string, refs []store.EventRef
 }
 
 // ringing reads what Ringing returns; op names the operation in its errors. A check is made by
-// the statement of the first run of refs (ringingSQL withKeyCheck), so that the key and the
+// the statement of the first run of refs (checkedRingingSQL), so that the key and the
 // calls are read from one snapshot and the check costs no statement of its own.
 func (s *Store) ringing(ctx context.Context, op, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
 	fail := func(err error) ([]store.Ringing, error) {
@@ -565,7 +569,7 @@ func (s *Store) ringing(ctx context.Context, op, orgID string, refs []store.Even
 	return out, nil
 }
 
-// readRinging runs stmt (ringingSQL, or it withKeyCheck) with args and sets the entry of out of
+// readRinging runs stmt (ringingSQL or checkedRingingSQL) with args and sets the entry of out of
 // each ref on file. keyLive reports whether the key check's row came.
 func readRinging(ctx context.Context, stmt *sql.Stmt, args []any, out []store.Ringing) (keyLive bool, err error) {
 	rows, err := stmt.QueryContext(ctx, args...)
@@ -603,6 +607,10 @@ func ringingSQL(n int) string {
 		FROM r JOIN calls c ON c.org_id = ? AND c.provider = r.provider AND c.provider_call_id = r.provider_call_id`)
 	return b.String()
 }
+
+// checkedRingingSQL is ringingSQL(n) withKeyCheck: one more row, (keyCheckRow, 0, true), for a
+// live key.
+func checkedRingingSQL(n int) string { return withKeyCheck(ringingSQL(n), "0, 1") }
 
 // keyCheckRow is the index of the row a statement of withKeyCheck adds when the key is live.
 const keyCheckRow = -1

@@ -23,7 +23,7 @@ func TestHotStatementsSearchTheirIndexes(t *testing.T) {
 		n := 1 << k
 		for name, text := range map[string]string{"findCalls": findCallsSQL(n), "insertCalls": insertCallsSQL(n),
 			"insertEvents": insertEventsSQL(n), "appendEvents": appendEventsSQL(n), "ringing": ringingSQL(n),
-			"checkedRinging": withKeyCheck(ringingSQL(n), "0, 1"), "checkedFindCalls": withKeyCheck(findCallsSQL(n), "''")} {
+			"checkedRinging": checkedRingingSQL(n), "checkedFindCalls": checkedFindCallsSQL(n)} {
 			texts[name+"/"+string(rune('0'+k))] = text
 		}
 	}

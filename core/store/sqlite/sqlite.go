@@ -84,8 +84,7 @@ type Store struct {
 	// ringingTexts[k] is ringingSQL(1<<k), the ring's read of a run of refs, written once: the
 	// reader pool's statements are found by their text.
 	ringingTexts [maxRowsLog + 1]string
-	// checkedRingingTexts[k] is ringingSQL(1<<k) withKeyCheck, the same read guarded by a key
-	// check.
+	// checkedRingingTexts[k] is checkedRingingSQL(1<<k), the same read guarded by a key check.
 	checkedRingingTexts [maxRowsLog + 1]string
 
 	// checkpoints copies the WAL's pages into the database file, beside the writes.
@@ -187,7 +186,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	s := &Store{writer: writer, reader: reader, cacheBytes: cache, gate: make(chan struct{}, 1)}
 	for k := range s.ringingTexts {
 		s.ringingTexts[k] = ringingSQL(1 << k)
-		s.checkedRingingTexts[k] = withKeyCheck(ringingSQL(1<<k), "0, 1")
+		s.checkedRingingTexts[k] = checkedRingingSQL(1 << k)
 	}
 	s.checkpoints = startCheckpointer(ctx, checkpoints)
 	return s, nil
