@@ -23,6 +23,10 @@
 // the same as JSON. Every request must succeed (200 or 201): the first failure stops the bench
 // with an error. The server is stopped with SIGTERM and the schema dropped at the end.
 //
+// With -growth (and -preload) it measures the cost as the store grows in one run: two stores,
+// each with its own schema (or file) and server, one empty and one preloaded, their rounds
+// interleaved, and it reports each round's rate on the full store ÷ the empty one's.
+//
 // Usage:
 //
 //	make bench                                # after sourcing .ci/services.sh
@@ -38,8 +42,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -50,14 +52,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
-	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/store"
-	"github.com/callwire/callwire/core/store/postgres"
-	"github.com/callwire/callwire/core/store/sqlite"
 )
 
 // Environment variables naming the database, the first set wins.
@@ -108,6 +105,7 @@ type options struct {
 	popupRate   float64
 	popupLight  int64
 	preload     int64
+	growth      bool
 	analyze     bool
 	client      string
 	mixes       []string
@@ -138,6 +136,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"run as this program's copy of `callwire serve` with pprof), loadgen.pprof and ceiling.pprof (this process)")
 	fs.DurationVar(&o.popupPhase, "popup-phase", 10*time.Second, "length of the full-load popup latency phase after the rounds, which follows the light-load one (0 skips both)")
 	fs.Int64Var(&o.preload, "preload", 0, "events to store before the rounds (in calls of five; PostgreSQL's with COPY), to measure a full store; 0 for none")
+	fs.BoolVar(&o.growth, "growth", false, "with -preload: measure the cost as the store grows, in one run on two stores side by side, an empty one and "+
+		"one preloaded, their rounds interleaved; reports each kind's rate on the full store ÷ on the empty one (no popup phases)")
 	fs.Float64Var(&o.popupRate, "popup-rate", 20, "calls started per second, open loop, in the light-load popup phase (0 skips it)")
 	fs.Int64Var(&o.popupLight, "popup-light-calls", 600, "calls of the light-load popup phase, started at -popup-rate (600 at 20 a second: 30 s, and the p99 is the sixth slowest popup)")
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
@@ -173,6 +173,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-popup-rate must be from 0 to 1000")
 	case o.popupLight < 1 || o.popupLight > 1_000_000:
 		return o, errors.New("-popup-light-calls must be from 1 to 1000000")
+	case o.growth && o.preload <= 0:
+		return o, errors.New("-growth needs -preload: the events to store in the full store")
+	case o.growth && o.cpuProfile != "":
+		return o, errors.New("-growth and -cpuprofile cannot be used together")
+	}
+	if o.growth {
+		o.popupPhase = 0 // the popup phases measure the server, not its store's size
 	}
 	switch *mixFlag {
 	case "both":
@@ -222,6 +229,9 @@ type report struct {
 	// read-only data (the C library's are about 1 MiB), which every process running them
 	// shares and the system can reclaim. The rest is the server's own.
 	ServerFileRSSMiB float64 `json:"serverFileRssMiB,omitempty"`
+	// Growth is, in a growth run's report of its full store, what the full store delivered of
+	// the empty one's rates, per mix.
+	Growth []growthReport `json:"growth,omitempty"`
 }
 
 // phaseKinds returns the kinds of phase each round runs, in the order of odd rounds: the
@@ -284,6 +294,7 @@ type settings struct {
 	Server       string   `json:"server"`
 	Client       string   `json:"client"`              // the load generator's HTTP client: wire or net
 	Preloaded    int64    `json:"preloaded,omitempty"` // events stored before the rounds (-preload)
+	Growth       string   `json:"growth,omitempty"`    // in a growth run (-growth), which store: empty or full
 	Mixes        []string `json:"mixes"`
 }
 
@@ -339,372 +350,280 @@ type benchStore interface {
 	Close() error
 }
 
-// runStore is the bench on the store o.store.
+// runStore is the bench on the store o.store: on one store, or with -growth on an empty store
+// and a preloaded one, their rounds interleaved.
 func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
 
-	tmp, err := os.MkdirTemp("", "callwire-bench-")
-	if err != nil {
-		return err
+	names := []string{""}
+	if o.growth {
+		names = []string{"empty", "full"}
 	}
-	defer os.RemoveAll(tmp)
-	co := childOptions{maxConns: o.maxConns, dir: tmp}
-
-	// The store of the ceiling, sized like the server's pool, and the raw-SQL ceiling's writer.
-	// The first also migrates the schema and makes the organization and key.
-	var (
-		st        benchStore
-		schemaURL string // postgres
-		pool      *pgxpool.Pool
-		lite      *sqliteRaw // sqlite
-		rawDo     doer
-		pgVersion string
-		liteVer   string
-	)
-	switch o.store {
-	case storePostgres:
-		var schema string
-		schema, schemaURL, pgVersion, err = createSchema(ctx, o.databaseURL)
-		if err != nil {
-			return err
-		}
-		logf("schema %s created (PostgreSQL %s)", schema, pgVersion)
-		defer func() {
-			if o.keepSchema {
-				logf("schema %s kept (-keep-schema); drop it with DROP SCHEMA %s CASCADE", schema, schema)
-				return
-			}
-			if derr := dropSchema(ctx, o.databaseURL, schema); derr != nil {
-				err = errors.Join(err, derr)
-				return
-			}
-			logf("schema %s dropped", schema)
-		}()
-		if co.databaseURL, err = serverDatabaseURL(schemaURL); err != nil {
-			return err
-		}
-		pst, err := postgres.Open(ctx, schemaURL, postgres.Options{
-			MaxConns: int32(o.maxConns), AcquireTimeout: config.Defaults().Database.AcquireTimeout,
-		})
-		if err != nil {
-			return err
-		}
-		st = pst
-		defer st.Close()
-		pcfg, err := pgxpool.ParseConfig(schemaURL)
-		if err != nil {
-			return fmt.Errorf("raw ceiling: %w", err)
-		}
-		pcfg.MaxConns = int32(o.maxConns)
-		if pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
-			return fmt.Errorf("raw ceiling: %w", err)
-		}
-		defer pool.Close()
-		rawDo = rawDoer(pool)
-	case storeSQLite:
-		// One file, written in turn by the server, by the ceiling's store in this process and by
-		// the raw ceiling, as several processes may share the embedded store's file.
-		co.databasePath = filepath.Join(tmp, "callwire.db")
-		sst, err := sqlite.Open(ctx, co.databasePath)
-		if err != nil {
-			return err
-		}
-		st = sst
-		defer st.Close()
-		if lite, err = openSQLiteRaw(co.databasePath); err != nil {
-			return err
-		}
-		defer lite.close()
-		if err := lite.db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&liteVer); err != nil {
-			return fmt.Errorf("raw ceiling: %w", err)
-		}
-		logf("embedded store %s (SQLite %s)", co.databasePath, liteVer)
-		rawDo = sqliteRawDoer(lite)
-	default:
-		return fmt.Errorf("unknown store %q", o.store)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		return err
-	}
-	orgID, cred, err := makeOrgAndKey(ctx, st)
-	if err != nil {
-		return err
-	}
-
-	serverDesc := "callwire serve"
-	switch {
-	case o.cpuProfile != "":
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(o.cpuProfile, 0o755); err != nil {
-			return err
-		}
-		co.argv, co.profiled = []string{self, serveProfiledCmd}, true
-		serverDesc = "callwire serve wiring + pprof (callwire-bench " + serveProfiledCmd + ")"
-	case o.serverBin != "":
-		co.argv = []string{o.serverBin, "serve"}
-	default:
-		logf("building cmd/callwire")
-		bin, err := buildServer(ctx, tmp)
-		if err != nil {
-			return err
-		}
-		co.argv = []string{bin, "serve"}
-	}
-	srv, err := startServer(ctx, co)
-	if err != nil {
-		return err
-	}
+	var targets []*target
 	defer func() {
-		if serr := srv.stop(); serr != nil {
-			err = errors.Join(err, fmt.Errorf("stop server: %w", serr))
+		for i := len(targets) - 1; i >= 0; i-- {
+			err = errors.Join(err, targets[i].close())
 		}
 	}()
-	logf("server ready on %s (%s)", srv.addr, serverDesc)
-
-	svc, err := ingest.New(ingest.Options{Writer: st, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return err
-	}
-	transport := &http.Transport{
-		Proxy:               nil, // 127.0.0.1 only
-		MaxIdleConns:        2 * o.workers,
-		MaxIdleConnsPerHost: 2 * o.workers,
-		IdleConnTimeout:     2 * time.Minute,
-		DisableCompression:  true,
-	}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	wc, err := newWireClient(srv.addr, "/api/v1/calls/events", []string{
-		"Content-Type: application/json", "Client-ID: " + cred.ClientID, "Client-Secret: " + cred.Secret,
-	}, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	defer wc.CloseIdle()
-	doers := map[string]doer{
-		"service": wireDoer(wc),
-		"ceiling": storeDoer(svc, orgID),
-		"raw":     rawDo,
-	}
-	if o.client == "net" {
-		doers["service"] = httpDoer(client, "http://"+srv.addr+"/api/v1/calls/events", cred.ClientID, cred.Secret)
-	}
-	// Each phase dials afresh, so no connection left idle between phases (the server closes
-	// them after its idle timeout) is used again.
-	newPhase := func() {
-		wc.CloseIdle()
-		transport.CloseIdleConnections()
-	}
-	spec := func(label string, d time.Duration, kind string) phaseSpec {
-		ps := phaseSpec{label: label, workers: o.workers, duration: d, maxCalls: o.maxCalls}
-		if kind == "raw" {
-			ps.rawOrg = orgID
-		}
-		return ps
-	}
-
-	r := report{
-		Store: o.store,
-		Machine: machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Memory: memTotal(),
-			GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(), Postgres: pgVersion, SQLite: liteVer},
-		Settings: settings{Workers: o.workers, PhaseSeconds: o.duration.Seconds(), WarmupSecs: o.warmup.Seconds(),
-			Rounds: o.rounds, MaxConns: o.maxConns, Server: serverDesc, Client: o.client, Mixes: o.mixes},
-	}
-	// Every call and event the bench reports, to check against what is on file at the end.
-	var sentCalls, sentEvents int64
-	var peakRSS, peakFile float64 // MiB
-	if o.preload > 0 {
-		var pc, pe int64
-		if lite != nil {
-			pc, pe, err = preloadSQLite(ctx, co.databasePath, orgID, o.preload, logf)
-		} else {
-			pc, pe, err = preloadPostgres(ctx, pool, orgID, o.preload, logf)
-		}
+	for _, name := range names {
+		t, err := openTarget(ctx, o, name, logf)
 		if err != nil {
 			return err
 		}
-		sentCalls += pc
-		sentEvents += pe
-		r.Settings.Preloaded = pe
+		targets = append(targets, t)
 	}
+	for _, t := range targets {
+		t.report = report{
+			Store: o.store,
+			Machine: machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Memory: memTotal(),
+				GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(), Postgres: t.pgVersion, SQLite: t.liteVersion},
+			Settings: settings{Workers: o.workers, PhaseSeconds: o.duration.Seconds(), WarmupSecs: o.warmup.Seconds(),
+				Rounds: o.rounds, MaxConns: o.maxConns, Server: t.serverDesc, Client: o.client, Mixes: o.mixes, Growth: t.name},
+		}
+		if o.preload > 0 && t.name != "empty" {
+			logf("%spreloading %d events", t.logName(), o.preload)
+			if err := t.preload(ctx, o.preload, logf); err != nil {
+				return err
+			}
+		}
+	}
+
 	for _, mixName := range o.mixes {
 		mix, err := newMix(mixName)
 		if err != nil {
 			return err
 		}
 		if o.warmup > 0 {
-			for _, kind := range phaseKinds() {
-				logf("warm-up %s %s %v", mixName, kind, o.warmup)
-				newPhase()
-				pr, err := runPhase(ctx, spec("warm-"+mixName+"-"+kind, o.warmup, kind), mix, doers[kind])
-				if err != nil {
-					return fmt.Errorf("warm-up: %w", err)
+			for _, t := range targets {
+				for _, kind := range phaseKinds() {
+					logf("%swarm-up %s %s %v", t.logName(), mixName, kind, o.warmup)
+					t.newPhase()
+					pr, err := runPhase(ctx, phaseSpecFor(o, t, "warm-"+mixName+"-"+kind, o.warmup, kind), mix, t.doers[kind])
+					if err != nil {
+						return fmt.Errorf("warm-up: %w", err)
+					}
+					t.sentCalls += pr.Calls
+					t.sentEvents += pr.Events
 				}
-				sentCalls += pr.Calls
-				sentEvents += pr.Events
 			}
 		}
-		mr := mixReport{Mix: mixName, Description: mixDescription(mix), LatencyByRequest: map[string]map[string]latencySummary{},
-			Latency: map[string]latencySummary{}}
-		lat := map[string][][]time.Duration{}
-		for _, kind := range phaseKinds() {
-			lat[kind] = make([][]time.Duration, len(mix.reqs))
+		accs := make([]*mixAcc, len(targets))
+		for i := range targets {
+			accs[i] = newMixAcc(mixName, mix)
 		}
-		rates := map[string][]float64{}
 		for round := 1; round <= o.rounds; round++ {
 			// The kind that goes first alternates (service, ceiling, raw, then the reverse), so a
-			// database that slows as it fills weighs on all alike.
+			// database that slows as it fills weighs on all alike; so, in a growth run, does the
+			// store that goes first.
 			order := phaseKinds()
+			tOrder := slices.Clone(targets)
 			if round%2 == 0 {
 				slices.Reverse(order)
+				slices.Reverse(tOrder)
 			}
-			if o.analyze && o.store == storePostgres {
-				if err := analyze(ctx, schemaURL); err != nil {
-					return err
-				}
-			}
-			for _, kind := range order {
-				if err := srv.running(); err != nil {
-					return err
-				}
-				label := fmt.Sprintf("%s-r%d-%s", mixName, round, kind)
-				stopProfile, err := startProfiles(ctx, o, mixName, round, kind, srv)
-				if err != nil {
-					return err
-				}
-				newPhase()
-				var dbBefore, dbAfter dbSample
-				if o.store == storePostgres {
-					dbBefore = sampleDB(ctx, schemaURL)
-				}
-				rtBefore := sampleRuntime(ctx, client, "http://"+srv.addr)
-				before := sampleCPU(srv.cmd.Process.Pid)
-				pr, err := runPhase(ctx, spec(label, o.duration, kind), mix, doers[kind])
-				after := sampleCPU(srv.cmd.Process.Pid)
-				rtAfter := sampleRuntime(ctx, client, "http://"+srv.addr)
-				if o.store == storePostgres {
-					dbAfter = sampleDB(ctx, schemaURL)
-				}
-				if perr := stopProfile(); perr != nil {
-					logf("profile: %v", perr)
-				}
-				if err != nil {
-					return err
-				}
-				sentCalls += pr.Calls
-				sentEvents += pr.Events
-				var all []time.Duration
-				for k := range pr.Lat {
-					all = append(all, pr.Lat[k]...)
-					lat[kind][k] = append(lat[kind][k], pr.Lat[k]...)
-				}
-				ls := summarize(all)
-				p := phaseReport{Kind: kind, Round: round, Calls: pr.Calls, Requests: pr.Requests, Events: pr.Events,
-					Seconds: pr.Elapsed.Seconds(), EventsPerSec: pr.EventsPerSec(), P50ms: ls.P50ms, P99ms: ls.P99ms,
-					Database: dbBefore.delta(dbAfter, pr.Events)}
-				if before.ok && after.ok {
-					cores := func(a, b time.Duration) *float64 {
-						c := (b - a).Seconds() / pr.Elapsed.Seconds()
-						return &c
+			for _, t := range tOrder {
+				if o.analyze && o.store == storePostgres {
+					if err := analyze(ctx, t.schemaURL); err != nil {
+						return err
 					}
-					p.BenchCores = cores(before.bench, after.bench)
-					p.ServerCores = cores(before.server, after.server)
-					p.PostgresCores = cores(before.postgres, after.postgres)
 				}
-				if untold, steal, ok := hostShare(before, after, runtime.NumCPU()); ok {
-					h := untold + steal
-					p.HostShare = &h
+				acc := accs[slices.Index(targets, t)]
+				for _, kind := range order {
+					if err := measurePhase(ctx, o, t, acc, mix, round, kind, logf); err != nil {
+						return err
+					}
 				}
-				if after.serverRSS > 0 {
-					m := float64(after.serverRSS) / (1 << 20)
-					p.ServerRSSMiB = &m
-				}
-				if kind == "service" {
-					p.ServerBytesPerEvent, p.ServerGCsPer10kEvents = runtimeDelta(rtBefore, rtAfter, pr.Events)
-				}
-				if after.serverPeak > 0 {
-					peakRSS = max(peakRSS, float64(after.serverPeak)/(1<<20))
-				}
-				if after.serverFile > 0 {
-					peakFile = max(peakFile, float64(after.serverFile)/(1<<20))
-				}
-				mr.Phases = append(mr.Phases, p)
-				rates[kind] = append(rates[kind], p.EventsPerSec)
-				logf("%s round %d %-7s %8.0f events/s  p50 %6.2fms  p99 %6.2fms", mixName, round, kind, p.EventsPerSec, p.P50ms, p.P99ms)
 			}
 		}
-		mr.ServiceEventsPerSec = median(rates["service"])
-		mr.CeilingEventsPerSec = median(rates["ceiling"])
-		mr.RawEventsPerSec = median(rates["raw"])
-		mr.Ratio = ratio(mr.ServiceEventsPerSec, mr.CeilingEventsPerSec)
-		mr.RawRatio = ratio(mr.ServiceEventsPerSec, mr.RawEventsPerSec)
-		mr.CeilingRawRatio = ratio(mr.CeilingEventsPerSec, mr.RawEventsPerSec)
-		for _, kind := range phaseKinds() {
-			var all []time.Duration
-			byReq := map[string]latencySummary{}
-			for k := range mix.reqs {
-				all = append(all, lat[kind][k]...)
-				byReq[mix.reqs[k].name] = summarize(lat[kind][k])
-			}
-			mr.Latency[kind] = summarize(all)
-			mr.LatencyByRequest[kind] = byReq
+		for i, t := range targets {
+			t.report.Mixes = append(t.report.Mixes, accs[i].finish())
 		}
-		mr.requestNames = make([]string, len(mix.reqs))
-		for k := range mix.reqs {
-			mr.requestNames[k] = mix.reqs[k].name
-		}
-		r.Mixes = append(r.Mixes, mr)
 	}
 
 	if o.popupPhase > 0 {
+		t := targets[0]
 		mix, err := newMix(mixRealistic)
 		if err != nil {
 			return err
 		}
-		newPhase()
-		pr, pop, light, err := popupPhase(ctx, st, orgID, client, "http://"+srv.addr, spec("popups", o.popupPhase, "service"), mix,
-			doers["service"], o.popupRate, o.popupLight, 6*time.Second, logf)
+		t.newPhase()
+		pr, pop, light, err := popupPhase(ctx, t.st, t.orgID, t.client, "http://"+t.srv.addr, phaseSpecFor(o, t, "popups", o.popupPhase, "service"), mix,
+			t.doers["service"], o.popupRate, o.popupLight, 6*time.Second, logf)
 		if err != nil {
 			return fmt.Errorf("popup phase: %w", err)
 		}
-		sentCalls += pr.Calls
-		sentEvents += pr.Events
-		r.Popup, r.PopupLight = &pop, light
+		t.sentCalls += pr.Calls
+		t.sentEvents += pr.Events
+		t.report.Popup, t.report.PopupLight = &pop, light
 		logf("popups: %d of %d arrived, p50 %.2fms p99 %.2fms", pop.Received, pop.Received+pop.Missing, pop.Latency.P50ms, pop.Latency.P99ms)
 	}
 
-	var calls, events int64
+	for _, t := range targets {
+		calls, events, err := t.countOnFile(ctx)
+		if err != nil {
+			return err
+		}
+		if calls != t.sentCalls || events != t.sentEvents {
+			return fmt.Errorf("%sthe database holds %d calls and %d events; the bench reported %d calls and %d events",
+				t.logName(), calls, events, t.sentCalls, t.sentEvents)
+		}
+		logf("%schecked: %d calls and %d events on file, as reported", t.logName(), calls, events)
+		t.report.ServerPeakRSSMiB, t.report.ServerFileRSSMiB = t.peakRSS, t.peakFile
+	}
+	if o.growth {
+		full := targets[1]
+		full.report.Growth = growthOf(targets[0].report.Mixes, full.report.Mixes)
+	}
+
+	for _, t := range targets {
+		if o.jsonOut {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(t.report); err != nil {
+				return err
+			}
+		} else {
+			printReport(stdout, t.report)
+		}
+	}
+	for _, t := range targets {
+		for _, m := range t.report.Mixes {
+			if o.minRatio > 0 && m.Ratio < o.minRatio {
+				return fmt.Errorf("%s%s mix: ratio service/ceiling %.2f is below -min-ratio %.2f", t.logName(), m.Mix, m.Ratio, o.minRatio)
+			}
+		}
+	}
+	return nil
+}
+
+// phaseSpecFor is the phase of kind on t.
+func phaseSpecFor(o options, t *target, label string, d time.Duration, kind string) phaseSpec {
+	ps := phaseSpec{label: label, workers: o.workers, duration: d, maxCalls: o.maxCalls}
+	if kind == "raw" {
+		ps.rawOrg = t.orgID
+	}
+	return ps
+}
+
+// mixAcc gathers what the rounds of one mix measured on one target.
+type mixAcc struct {
+	mr    mixReport
+	mix   callMix
+	lat   map[string][][]time.Duration // per kind, per request of the mix
+	rates map[string][]float64         // per kind, events/s of each round
+}
+
+func newMixAcc(name string, mix callMix) *mixAcc {
+	a := &mixAcc{
+		mr: mixReport{Mix: name, Description: mixDescription(mix), LatencyByRequest: map[string]map[string]latencySummary{},
+			Latency: map[string]latencySummary{}},
+		mix:   mix,
+		lat:   map[string][][]time.Duration{},
+		rates: map[string][]float64{},
+	}
+	for _, kind := range phaseKinds() {
+		a.lat[kind] = make([][]time.Duration, len(mix.reqs))
+	}
+	return a
+}
+
+// finish returns the mix's report: medians over the rounds, their ratios and the latencies.
+func (a *mixAcc) finish() mixReport {
+	mr := a.mr
+	mr.ServiceEventsPerSec = median(a.rates["service"])
+	mr.CeilingEventsPerSec = median(a.rates["ceiling"])
+	mr.RawEventsPerSec = median(a.rates["raw"])
+	mr.Ratio = ratio(mr.ServiceEventsPerSec, mr.CeilingEventsPerSec)
+	mr.RawRatio = ratio(mr.ServiceEventsPerSec, mr.RawEventsPerSec)
+	mr.CeilingRawRatio = ratio(mr.CeilingEventsPerSec, mr.RawEventsPerSec)
+	for _, kind := range phaseKinds() {
+		var all []time.Duration
+		byReq := map[string]latencySummary{}
+		for k := range a.mix.reqs {
+			all = append(all, a.lat[kind][k]...)
+			byReq[a.mix.reqs[k].name] = summarize(a.lat[kind][k])
+		}
+		mr.Latency[kind] = summarize(all)
+		mr.LatencyByRequest[kind] = byReq
+	}
+	mr.requestNames = make([]string, len(a.mix.reqs))
+	for k := range a.mix.reqs {
+		mr.requestNames[k] = a.mix.reqs[k].name
+	}
+	return mr
+}
+
+// measurePhase runs one measured phase of kind on t and adds what it measured to acc.
+func measurePhase(ctx context.Context, o options, t *target, acc *mixAcc, mix callMix, round int, kind string, logf func(string, ...any)) error {
+	if err := t.srv.running(); err != nil {
+		return err
+	}
+	mixName := acc.mr.Mix
+	label := fmt.Sprintf("%s-r%d-%s", mixName, round, kind)
+	stopProfile, err := startProfiles(ctx, o, mixName, round, kind, t.srv)
+	if err != nil {
+		return err
+	}
+	t.newPhase()
+	var dbBefore, dbAfter dbSample
 	if o.store == storePostgres {
-		calls, events, err = countEvents(ctx, schemaURL)
-	} else {
-		calls, events, err = countSQLite(ctx, lite)
+		dbBefore = sampleDB(ctx, t.schemaURL)
+	}
+	base := "http://" + t.srv.addr
+	rtBefore := sampleRuntime(ctx, t.client, base)
+	before := sampleCPU(t.srv.cmd.Process.Pid)
+	pr, err := runPhase(ctx, phaseSpecFor(o, t, label, o.duration, kind), mix, t.doers[kind])
+	after := sampleCPU(t.srv.cmd.Process.Pid)
+	rtAfter := sampleRuntime(ctx, t.client, base)
+	if o.store == storePostgres {
+		dbAfter = sampleDB(ctx, t.schemaURL)
+	}
+	if perr := stopProfile(); perr != nil {
+		logf("profile: %v", perr)
 	}
 	if err != nil {
 		return err
 	}
-	if calls != sentCalls || events != sentEvents {
-		return fmt.Errorf("the database holds %d calls and %d events; the bench reported %d calls and %d events", calls, events, sentCalls, sentEvents)
+	t.sentCalls += pr.Calls
+	t.sentEvents += pr.Events
+	var all []time.Duration
+	for k := range pr.Lat {
+		all = append(all, pr.Lat[k]...)
+		acc.lat[kind][k] = append(acc.lat[kind][k], pr.Lat[k]...)
 	}
-	logf("checked: %d calls and %d events on file, as reported", calls, events)
-	r.ServerPeakRSSMiB, r.ServerFileRSSMiB = peakRSS, peakFile
-
-	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
-			return err
+	ls := summarize(all)
+	p := phaseReport{Kind: kind, Round: round, Calls: pr.Calls, Requests: pr.Requests, Events: pr.Events,
+		Seconds: pr.Elapsed.Seconds(), EventsPerSec: pr.EventsPerSec(), P50ms: ls.P50ms, P99ms: ls.P99ms,
+		Database: dbBefore.delta(dbAfter, pr.Events)}
+	if before.ok && after.ok {
+		cores := func(a, b time.Duration) *float64 {
+			c := (b - a).Seconds() / pr.Elapsed.Seconds()
+			return &c
 		}
-	} else {
-		printReport(stdout, r)
+		p.BenchCores = cores(before.bench, after.bench)
+		p.ServerCores = cores(before.server, after.server)
+		p.PostgresCores = cores(before.postgres, after.postgres)
 	}
-	for _, m := range r.Mixes {
-		if o.minRatio > 0 && m.Ratio < o.minRatio {
-			return fmt.Errorf("%s mix: ratio service/ceiling %.2f is below -min-ratio %.2f", m.Mix, m.Ratio, o.minRatio)
-		}
+	if untold, steal, ok := hostShare(before, after, runtime.NumCPU()); ok {
+		h := untold + steal
+		p.HostShare = &h
 	}
+	if after.serverRSS > 0 {
+		m := float64(after.serverRSS) / (1 << 20)
+		p.ServerRSSMiB = &m
+	}
+	if kind == "service" {
+		p.ServerBytesPerEvent, p.ServerGCsPer10kEvents = runtimeDelta(rtBefore, rtAfter, pr.Events)
+	}
+	if after.serverPeak > 0 {
+		t.peakRSS = max(t.peakRSS, float64(after.serverPeak)/(1<<20))
+	}
+	if after.serverFile > 0 {
+		t.peakFile = max(t.peakFile, float64(after.serverFile)/(1<<20))
+	}
+	acc.mr.Phases = append(acc.mr.Phases, p)
+	acc.rates[kind] = append(acc.rates[kind], p.EventsPerSec)
+	logf("%s%s round %d %-7s %8.0f events/s  p50 %6.2fms  p99 %6.2fms", t.logName(), mixName, round, kind, p.EventsPerSec, p.P50ms, p.P99ms)
 	return nil
 }
 
@@ -775,7 +694,12 @@ func printReport(w io.Writer, r report) {
 	}
 	fmt.Fprintf(w, "server: %s; load generator: %s; the load generator, the server and the database share the machine\n", s.Server, client)
 	fmt.Fprintf(w, "phases: service (HTTP), ceiling (parse + write pipeline in process), raw (%s, no decoding)\n", raw)
-	if s.Preloaded > 0 {
+	switch {
+	case s.Growth == "empty":
+		fmt.Fprintf(w, "store: the empty store of a growth run (-growth), its rounds interleaved with the preloaded store's\n")
+	case s.Growth == "full":
+		fmt.Fprintf(w, "store: the full store of a growth run (-growth), %d events preloaded, its rounds interleaved with the empty store's\n", s.Preloaded)
+	case s.Preloaded > 0:
 		fmt.Fprintf(w, "store: %d events preloaded before the rounds (-preload)\n", s.Preloaded)
 	}
 	for _, mr := range r.Mixes {
@@ -804,6 +728,7 @@ func printReport(w io.Writer, r report) {
 		printPopupHost(w, p)
 		printStalls(w, p)
 	}
+	printGrowth(w, s.Preloaded, r.Growth)
 	if p := r.Popup; p != nil {
 		fmt.Fprintf(w, "\npopup latency at full load (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n")
 		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
