@@ -101,10 +101,7 @@ func openTarget(ctx context.Context, o options, name string, logf func(string, .
 				logf("%sschema %s kept (-keep-schema); drop it with DROP SCHEMA %s CASCADE", t.logName(), schema, schema)
 				return nil
 			}
-			// Not the run's context: a run interrupted by a signal still drops its schema.
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			if err := dropSchema(dctx, o.databaseURL, schema); err != nil {
+			if err := dropSchema(ctx, o.databaseURL, schema); err != nil {
 				return err
 			}
 			logf("%sschema %s dropped", t.logName(), schema)
