@@ -255,9 +255,15 @@ func preloadSQLiteTx(ctx context.Context, db *sql.DB, p preloadPlan, from, to in
 		_, err := s.ExecContext(ctx, args...)
 		return err
 	}
+	// The calls are numbered here, after the last on file: this connection is the file's only
+	// writer while it imports.
+	var base int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(call_no), 0) FROM calls`).Scan(&base); err != nil {
+		return 0, fmt.Errorf("calls: %w", err)
+	}
 	var n int64
-	ca := make([]any, 0, 10*preloadSQLiteCallsPerStmt)
-	ea := make([]any, 0, 11*preloadEventsPerCall*preloadSQLiteCallsPerStmt)
+	ca := make([]any, 0, 11*preloadSQLiteCallsPerStmt)
+	ea := make([]any, 0, 12*preloadEventsPerCall*preloadSQLiteCallsPerStmt)
 	for first := from; first < to; first += preloadSQLiteCallsPerStmt {
 		ca, ea = ca[:0], ea[:0]
 		last := min(to, first+preloadSQLiteCallsPerStmt)
@@ -265,27 +271,28 @@ func preloadSQLiteTx(ctx context.Context, db *sql.DB, p preloadPlan, from, to in
 			pcid := preloadCallID(i)
 			id := store.CallID(p.orgID, preloadProvider, pcid)
 			t := enc(p.callAt(i))
-			ca = append(ca, p.orgID, id, preloadProvider, pcid, preloadBlock, t, t, enc(p.callAt(i).Add(95*time.Second)), t, t)
+			no := base + 1 + i - from
+			ca = append(ca, no, p.orgID, id, preloadProvider, pcid, preloadBlock, t, t, enc(p.callAt(i).Add(95*time.Second)), t, t)
 			for k := range p.eventsOf(i) {
 				e, err := p.event(i, k, pcid)
 				if err != nil {
 					return 0, err
 				}
 				at := enc(e.at)
-				ea = append(ea, p.orgID, e.id, id, e.typ, e.dedupeKey, e.sequence, e.providerEventID, at, at, at, string(e.body))
+				ea = append(ea, p.orgID, e.id, no, id, e.typ, e.dedupeKey, e.sequence, e.providerEventID, at, at, at, string(e.body))
 			}
 		}
-		nc, ne := int(last-first), len(ea)/11
+		nc, ne := int(last-first), len(ea)/12
 		if err := exec(nc, func() string {
-			return `INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state, block, block_seq,
+			return `INSERT INTO calls (call_no, org_id, call_id, provider, provider_call_id, direction, state, block, block_seq,
 				block_at, first_at, last_at, clients, created_at, updated_at) VALUES ` +
-				valuesRows(nc, "(?, ?, ?, ?, 'inbound', 3, ?, 1, ?, ?, ?, NULL, ?, ?)")
+				valuesRows(nc, "(?, ?, ?, ?, ?, 'inbound', 3, ?, 1, ?, ?, ?, NULL, ?, ?)")
 		}, ca); err != nil {
 			return 0, fmt.Errorf("calls: %w", err)
 		}
 		if err := exec(-ne, func() string {
-			return `INSERT INTO call_events (org_id, event_id, call_id, type, dedupe_key, sequence, provider_event_id,
-				occurred_at, order_at, received_at, body) VALUES ` + valuesRows(ne, "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			return `INSERT INTO call_events (org_id, event_id, call_no, call_id, type, dedupe_key, sequence, provider_event_id,
+				occurred_at, order_at, received_at, body) VALUES ` + valuesRows(ne, "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		}, ea); err != nil {
 			return 0, fmt.Errorf("events: %w", err)
 		}

@@ -94,17 +94,18 @@ func (r *sqliteRaw) statements(ctx context.Context, nc, ne int) ([2]*sql.Stmt, e
 		block_seq = max(c.block_seq, excluded.block_seq),
 		first_at = min(c.first_at, excluded.first_at),
 		last_at = max(c.last_at, excluded.last_at),
-		updated_at = excluded.updated_at`)
+		updated_at = excluded.updated_at
+		RETURNING call_id, call_no`)
 	var e strings.Builder
-	e.WriteString(`INSERT INTO call_events (org_id, event_id, call_id, type, dedupe_key, sequence,
+	e.WriteString(`INSERT INTO call_events (org_id, event_id, call_no, call_id, type, dedupe_key, sequence,
 		provider_event_id, occurred_at, order_at, received_at, body) VALUES `)
 	for i := range ne {
 		if i > 0 {
 			e.WriteString(", ")
 		}
-		e.WriteString("(?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?)")
+		e.WriteString("(?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?)")
 	}
-	e.WriteString(` ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING`)
+	e.WriteString(` ON CONFLICT (org_id, call_no, dedupe_key) DO NOTHING`)
 	cs, err := r.db.PrepareContext(ctx, c.String())
 	if err != nil {
 		return [2]*sql.Stmt{}, fmt.Errorf("prepare calls: %w", err)
@@ -138,12 +139,6 @@ func (r *sqliteRaw) write(ctx context.Context, w *rawWrite) (int64, error) {
 		ca = append(ca, w.orgID, w.callIDs[i], w.providers[i], w.providerCallIDs[i], w.directions[i],
 			int64(w.states[i]), block, w.blockSeqs[i], enc(w.blockAts[i]), enc(w.firstAts[i]), enc(w.lastAts[i]), recv, recv)
 	}
-	ea := make([]any, 0, 10*ne)
-	for i := range ne {
-		at := enc(w.occurredAts[i])
-		ea = append(ea, w.orgID, w.eventIDs[i], w.eventCallIDs[i], w.types[i], w.dedupeKeys[i], w.sequences[i],
-			w.occurredAts[i].UTC().Format(sqliteTimeLayout), at, recv, string(w.bodies[i]))
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st, err := r.statements(ctx, nc, ne)
@@ -155,8 +150,33 @@ func (r *sqliteRaw) write(ctx context.Context, w *rawWrite) (int64, error) {
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.StmtContext(ctx, st[0]).ExecContext(ctx, ca...); err != nil {
+	// The upsert returns every call's number, created or found: the key of its events.
+	nos := make(map[string]int64, nc)
+	rows, err := tx.StmtContext(ctx, st[0]).QueryContext(ctx, ca...)
+	if err != nil {
 		return 0, fmt.Errorf("calls: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var no int64
+		if err := rows.Scan(&id, &no); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("calls: %w", err)
+		}
+		nos[id] = no
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, fmt.Errorf("calls: %w", err)
+	}
+	ea := make([]any, 0, 11*ne)
+	for i := range ne {
+		no, ok := nos[w.eventCallIDs[i]]
+		if !ok {
+			return 0, fmt.Errorf("events: no call %s", w.eventCallIDs[i])
+		}
+		at := enc(w.occurredAts[i])
+		ea = append(ea, w.orgID, w.eventIDs[i], no, w.eventCallIDs[i], w.types[i], w.dedupeKeys[i], w.sequences[i],
+			w.occurredAts[i].UTC().Format(sqliteTimeLayout), at, recv, string(w.bodies[i]))
 	}
 	res, err := tx.StmtContext(ctx, st[1]).ExecContext(ctx, ea...)
 	if err != nil {

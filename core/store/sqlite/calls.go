@@ -64,45 +64,50 @@ func rowsSQL(b *strings.Builder, n, m int) {
 	}
 }
 
-// findCallsSQL returns, for n keys (each its index, provider and provider call ID), the index
-// and call ID of each key on file, for the organization bound last.
+// findCallsSQL returns, for n keys (each its index, provider and provider call ID), the index,
+// call ID and call number of each key on file, for the organization bound last.
 func findCallsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`WITH k (i, provider, provider_call_id) AS (VALUES `)
 	rowsSQL(&b, n, 3)
-	b.WriteString(`) SELECT k.i, c.call_id FROM k
+	b.WriteString(`) SELECT k.i, c.call_id, c.call_no FROM k
 		JOIN calls c ON c.org_id = ? AND c.provider = k.provider AND c.provider_call_id = k.provider_call_id`)
 	return b.String()
 }
 
-// checkedFindCallsSQL is findCallsSQL(n) withKeyCheck: one more row, keyCheckRow and an empty
-// call ID, for a live key.
-func checkedFindCallsSQL(n int) string { return withKeyCheck(findCallsSQL(n), "''") }
+// checkedFindCallsSQL is findCallsSQL(n) withKeyCheck: one more row, keyCheckRow, an empty call
+// ID and number 0, for a live key.
+func checkedFindCallsSQL(n int) string { return withKeyCheck(findCallsSQL(n), "'', 0") }
 
 // insertCallsSQL creates n calls, none of which may be on file: one that is fails the statement.
+// It returns the number, provider and provider call ID of each.
 func insertCallsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
 		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at) VALUES `)
 	rowsSQL(&b, n, 14)
+	b.WriteString(` RETURNING call_no, provider, provider_call_id`)
 	return b.String()
 }
 
-// insertEventsSQL appends n events, each unless its dedupe key is on file, and returns the call,
-// dedupe key and ID of each stored.
+// insertEventsSQL appends n events, each unless its dedupe key is on file, and returns the call's
+// number, the dedupe key and the ID of each stored.
 func insertEventsSQL(n int) string {
-	return appendEventsSQL(n) + ` ON CONFLICT (org_id, call_id, dedupe_key) DO NOTHING RETURNING call_id, dedupe_key, event_id`
+	return appendEventsSQL(n) + ` ON CONFLICT (org_id, call_no, dedupe_key) DO NOTHING RETURNING call_no, dedupe_key, event_id`
 }
 
 // appendEventsSQL appends n events, none of whose keys may be on file: one that is fails the
 // statement.
 func appendEventsSQL(n int) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO call_events (org_id, event_id, call_id, type, dedupe_key, sequence,
+	b.WriteString(`INSERT INTO call_events (org_id, event_id, call_no, call_id, type, dedupe_key, sequence,
 		provider_event_id, occurred_at, order_at, received_at, body) VALUES `)
-	rowsSQL(&b, n, 11)
+	rowsSQL(&b, n, eventColumns)
 	return b.String()
 }
+
+// eventColumns is the number of columns appendEventsSQL writes per event.
+const eventColumns = 12
 
 const (
 	// updateCallSQL reads the old row on every right-hand side, as SQLite does for all of an
@@ -118,10 +123,10 @@ const (
 		last_at = max(last_at, ?7),
 		clients = coalesce(?8, clients),
 		updated_at = ?9
-		WHERE org_id = ?10 AND call_id = ?11
+		WHERE org_id = ?10 AND call_no = ?11
 		RETURNING clients`
 
-	findEventSQL = `SELECT event_id FROM call_events WHERE org_id = ? AND call_id = ? AND dedupe_key = ?`
+	findEventSQL = `SELECT event_id FROM call_events WHERE org_id = ? AND call_no = ? AND dedupe_key = ?`
 
 	checkKeySQL = `SELECT 1 FROM api_keys WHERE client_id = ? AND secret_hash = ?
 		AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`
@@ -215,7 +220,9 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 	})
 
 	results := make([]store.CallResult, len(w.Calls))
-	if err := findCalls(ctx, st, w, order, results); err != nil {
+	// nos holds each call's number, the key of its events.
+	nos := make([]int64, len(w.Calls))
+	if err := findCalls(ctx, st, w, order, results, nos); err != nil {
 		return nil, err
 	}
 	// The calls not on file are created, together; a key the write repeats (its calls are in
@@ -237,22 +244,25 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 		}
 	}
 	received := encTime(w.ReceivedAt)
-	if err := insertCalls(ctx, st, w, created, results, received); err != nil {
+	if err := insertCalls(ctx, st, w, created, results, nos, received); err != nil {
 		return nil, err
 	}
-	for _, i := range order {
+	for n, i := range order {
 		c, res := &w.Calls[i], &results[i]
 		if res.Created {
 			continue
 		}
+		if nos[i] == 0 { // a repeat of the call before it, which is now on file
+			nos[i] = nos[order[n-1]]
+		}
 		err := st.get(st.src.updateCall).QueryRowContext(ctx, int64(c.State), c.BlockSequence, encTime(c.BlockAt),
 			c.Direction, jsonArg(c.Block), encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients),
-			received, w.OrgID, res.ID).Scan(jsonCol{(*[]byte)(&res.Clients)})
+			received, w.OrgID, nos[i]).Scan(jsonCol{(*[]byte)(&res.Clients)})
 		if err != nil {
 			return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
 		}
 	}
-	if err := writeEvents(ctx, st, w, order, results, received); err != nil {
+	if err := writeEvents(ctx, st, w, order, results, nos, received); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -263,10 +273,10 @@ func sameKey(a, b *store.CallWrite) bool {
 	return a.Provider == b.Provider && a.ProviderCallID == b.ProviderCallID
 }
 
-// findCalls sets the ID of each call of w on file in results, asking for the keys in order, up
-// to 64 in one statement, and makes w's key check, when it has one, in the first: it fails with
-// store.ErrKeyRejected before anything is written.
-func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult) error {
+// findCalls sets the ID of each call of w on file in results and its number in nos, asking for
+// the keys in order, up to 64 in one statement, and makes w's key check, when it has one, in the
+// first: it fails with store.ErrKeyRejected before anything is written.
+func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult, nos []int64) error {
 	args := make([]any, 0, 3*min(len(order), 1<<maxRowsLog)+4)
 	first := true
 	return eachRun(order, func(k int, run []int) error {
@@ -288,9 +298,9 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 		}
 		keyLive := false
 		for rows.Next() {
-			var i int64
+			var i, no int64
 			var id string
-			if err := rows.Scan(&i, &id); err != nil {
+			if err := rows.Scan(&i, &id, &no); err != nil {
 				rows.Close()
 				return fmt.Errorf("find calls: %w", err)
 			}
@@ -302,7 +312,7 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 				rows.Close()
 				return fmt.Errorf("find calls: call %d of %d", i, len(results))
 			}
-			results[i].ID = id
+			results[i].ID, nos[i] = id, no
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return fmt.Errorf("find calls: %w", err)
@@ -314,9 +324,10 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 	})
 }
 
-// insertCalls creates the calls of w with the indexes in created, none of them on file, up to 64
-// in one statement; received is w.ReceivedAt as stored.
-func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int, results []store.CallResult, received string) error {
+// insertCalls creates the calls of w with the indexes in created, none of them on file and no
+// two with one key, up to 64 in one statement, and sets their numbers in nos; received is
+// w.ReceivedAt as stored.
+func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int, results []store.CallResult, nos []int64, received string) error {
 	args := make([]any, 0, 14*min(len(created), 1<<maxRowsLog))
 	return eachRun(created, func(k int, run []int) error {
 		args = args[:0]
@@ -326,12 +337,48 @@ func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int,
 				int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
 				encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
 		}
-		if _, err := st.get(st.src.insertCalls[k]).ExecContext(ctx, args...); err != nil {
+		if err := numberCalls(ctx, st.get(st.src.insertCalls[k]), args, w, run, nos); err != nil {
 			c := &w.Calls[run[0]]
 			return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
 		}
 		return nil
 	})
+}
+
+// numberCalls runs stmt (insertCallsSQL, args its parameters) for the calls of w in run and sets
+// each one's number in nos from the rows it returns, which SQLite does not promise to return in
+// the order of the rows inserted.
+func numberCalls(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write, run []int, nos []int64) error {
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	n := 0
+	for ; rows.Next(); n++ {
+		var no int64
+		var provider, providerCallID string
+		if err := rows.Scan(&no, &provider, &providerCallID); err != nil {
+			return err
+		}
+		j := n // the row inserted n-th, as SQLite returns them today
+		if j >= len(run) || w.Calls[run[j]].Provider != provider || w.Calls[run[j]].ProviderCallID != providerCallID {
+			j = slices.IndexFunc(run, func(i int) bool {
+				return w.Calls[i].Provider == provider && w.Calls[i].ProviderCallID == providerCallID
+			})
+			if j < 0 {
+				return fmt.Errorf("created a call %s/%s it was not given", provider, providerCallID)
+			}
+		}
+		nos[run[j]] = no
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if n != len(run) {
+		return fmt.Errorf("created %d of %d calls", n, len(run))
+	}
+	return nil
 }
 
 // eventRef is an event of a write: of its call i (index into Write.Calls), event j.
@@ -344,7 +391,7 @@ type eventRef struct{ i, j int }
 // nothing and stores them all. The others go in by an insert that skips the keys on file and
 // returns what it stored, and each one it skipped is looked up. received is w.ReceivedAt as
 // stored.
-func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult, received string) error {
+func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult, nos []int64, received string) error {
 	var fresh, checked []eventRef
 	for _, i := range order {
 		events := w.Calls[i].Events
@@ -357,7 +404,7 @@ func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, r
 			}
 		}
 	}
-	args := make([]any, 0, 11*min(max(len(fresh), len(checked)), 1<<maxRowsLog))
+	args := make([]any, 0, eventColumns*min(max(len(fresh), len(checked)), 1<<maxRowsLog))
 	// The fresh events go first: each is the first of its call with its key, so a checked one
 	// with the same key finds it on file.
 	for _, pass := range []struct {
@@ -368,14 +415,14 @@ func writeEvents(ctx context.Context, st *txStmts, w store.Write, order []int, r
 			args = args[:0]
 			for _, r := range run {
 				e := &w.Calls[r.i].Events[r.j]
-				args = append(args, w.OrgID, e.ID, results[r.i].ID, e.Type, e.DedupeKey, e.Sequence,
+				args = append(args, w.OrgID, e.ID, nos[r.i], results[r.i].ID, e.Type, e.DedupeKey, e.Sequence,
 					e.ProviderEventID, encTime(e.OccurredAt), encTime(e.OrderAt), received, string(e.Body))
 			}
 			var err error
 			if pass.fresh {
 				err = appendEvents(ctx, st.get(st.src.appendEvents[k]), args, w, run, results)
 			} else {
-				err = insertEvents(ctx, st, st.get(st.src.insertEvents[k]), args, w, run, results)
+				err = insertEvents(ctx, st, st.get(st.src.insertEvents[k]), args, w, run, results, nos)
 			}
 			if err != nil {
 				c := &w.Calls[run[0].i]
@@ -412,14 +459,14 @@ func appendEvents(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write
 
 // insertEvents stores the events of run that are not on file with stmt (insertEventsSQL, args its
 // parameters), and sets their results: the ID stored now, or the one on file.
-func insertEvents(ctx context.Context, st *txStmts, stmt *sql.Stmt, args []any, w store.Write, run []eventRef, results []store.CallResult) error {
+func insertEvents(ctx context.Context, st *txStmts, stmt *sql.Stmt, args []any, w store.Write, run []eventRef, results []store.CallResult, nos []int64) error {
 	stored, err := storedEvents(ctx, stmt, args)
 	if err != nil {
 		return err
 	}
 	for _, r := range run {
 		e, res := &w.Calls[r.i].Events[r.j], &results[r.i].Events[r.j]
-		k := [2]string{results[r.i].ID, e.DedupeKey}
+		k := eventKey{nos[r.i], e.DedupeKey}
 		if id, ok := stored[k]; ok {
 			// The first of the run with the key is the one stored; a later one is its copy.
 			res.ID = id
@@ -427,28 +474,35 @@ func insertEvents(ctx context.Context, st *txStmts, stmt *sql.Stmt, args []any, 
 			continue
 		}
 		res.Duplicate = true
-		if err := st.get(st.src.findEvent).QueryRowContext(ctx, w.OrgID, results[r.i].ID, e.DedupeKey).Scan(&res.ID); err != nil {
+		if err := st.get(st.src.findEvent).QueryRowContext(ctx, w.OrgID, nos[r.i], e.DedupeKey).Scan(&res.ID); err != nil {
 			return fmt.Errorf("event %q: %w", e.DedupeKey, err)
 		}
 	}
 	return nil
 }
 
-// storedEvents runs a multi-row event insert and returns the IDs of the events it stored, by call
-// and dedupe key.
-func storedEvents(ctx context.Context, stmt *sql.Stmt, args []any) (map[[2]string]string, error) {
+// eventKey is an event's key within its organization: its call's number and its dedupe key.
+type eventKey struct {
+	callNo    int64
+	dedupeKey string
+}
+
+// storedEvents runs a multi-row event insert and returns the IDs of the events it stored, by
+// their key.
+func storedEvents(ctx context.Context, stmt *sql.Stmt, args []any) (map[eventKey]string, error) {
 	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	stored := make(map[[2]string]string, len(args)/11)
+	stored := make(map[eventKey]string, len(args)/eventColumns)
 	for rows.Next() {
-		var call, key, id string
-		if err := rows.Scan(&call, &key, &id); err != nil {
+		var k eventKey
+		var id string
+		if err := rows.Scan(&k.callNo, &k.dedupeKey, &id); err != nil {
 			return nil, err
 		}
-		stored[[2]string{call, key}] = id
+		stored[k] = id
 	}
 	return stored, rows.Err()
 }
@@ -477,11 +531,11 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 	defer func() { _ = tx.Rollback() }()
 
 	c := store.Call{OrgID: orgID, Provider: provider, ProviderCallID: providerCallID}
-	var state int64
-	err = tx.QueryRowContext(ctx, `SELECT call_id, direction, state, block, block_seq, block_at,
+	var state, no int64
+	err = tx.QueryRowContext(ctx, `SELECT call_no, call_id, direction, state, block, block_seq, block_at,
 		first_at, last_at, clients, created_at, updated_at
 		FROM calls WHERE org_id = ? AND provider = ? AND provider_call_id = ?`,
-		orgID, provider, providerCallID).Scan(&c.ID, &c.Direction, &state, jsonCol{(*[]byte)(&c.Block)},
+		orgID, provider, providerCallID).Scan(&no, &c.ID, &c.Direction, &state, jsonCol{(*[]byte)(&c.Block)},
 		&c.BlockSequence, timeCol{&c.BlockAt}, timeCol{&c.FirstAt}, timeCol{&c.LastAt},
 		jsonCol{(*[]byte)(&c.Clients)}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -494,8 +548,8 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 
 	rows, err := tx.QueryContext(ctx, `SELECT event_id, type, dedupe_key, sequence, provider_event_id,
 		occurred_at, order_at, received_at, body
-		FROM call_events WHERE org_id = ? AND call_id = ?
-		ORDER BY sequence, order_at, received_at, event_id`, orgID, c.ID)
+		FROM call_events WHERE org_id = ? AND call_no = ?
+		ORDER BY sequence, order_at, received_at, event_id`, orgID, no)
 	if err != nil {
 		return store.Call{}, nil, wrapErr(ctx, "get call events", err)
 	}
@@ -603,7 +657,7 @@ func ringingSQL(n int) string {
 	b.WriteString(`WITH r (i, provider, provider_call_id, dedupe_key) AS (VALUES `)
 	rowsSQL(&b, n, 4)
 	b.WriteString(`) SELECT r.i, c.state, EXISTS (SELECT 1 FROM call_events e
-			WHERE e.org_id = c.org_id AND e.call_id = c.call_id AND e.dedupe_key = r.dedupe_key)
+			WHERE e.org_id = c.org_id AND e.call_no = c.call_no AND e.dedupe_key = r.dedupe_key)
 		FROM r JOIN calls c ON c.org_id = ? AND c.provider = r.provider AND c.provider_call_id = r.provider_call_id`)
 	return b.String()
 }
