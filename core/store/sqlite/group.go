@@ -22,10 +22,14 @@ import (
 // statement of the group is interrupted, as SQLite would then roll the whole transaction back).
 // Writes run in the order they were queued, as the gate admitted them before.
 
-// Bounds of one group: a group's latency is the sum of its writes'.
+// Bounds of one group: a group's latency is the sum of its writes'. A batch may hold 50 events,
+// so a group holds up to five of them: at 64 events each batch was a group of its own, and a
+// sync of its own, and the writer spent as long waiting on syncs as the raw ceiling's one
+// transaction a request (benchmarks.md, "2026-11-28, a sixth machine"). At the writer's 20 µs an
+// event, a full group is about 5 ms.
 const (
 	maxGroupWrites = 64
-	maxGroupEvents = 64
+	maxGroupEvents = 256
 )
 
 // takeGroup takes the next group from q: the writes waiting first, as many as one group holds
