@@ -53,18 +53,7 @@ func growthOf(empty, full []mixReport) []growthReport {
 				continue
 			}
 			k.Ratio = median(k.Rounds)
-			var fr, er []float64
-			for _, p := range f.Phases {
-				if p.Kind == kind {
-					fr = append(fr, p.EventsPerSec)
-				}
-			}
-			for _, p := range e.Phases {
-				if p.Kind == kind {
-					er = append(er, p.EventsPerSec)
-				}
-			}
-			k.OfMedians = ratio(median(fr), median(er))
+			k.OfMedians = ratio(f.medianOf(kind), e.medianOf(kind))
 			g.Kinds[kind] = k
 		}
 		out = append(out, g)
@@ -99,4 +88,17 @@ func printGrowth(w io.Writer, preloaded int64, gs []growthReport) {
 			fmt.Fprintf(w, "  %s mix, %-7s %.3f (rounds %s; of medians %.3f%s)\n", g.Mix, kind, k.Ratio, strings.Join(rounds, " "), k.OfMedians, verdict)
 		}
 	}
+}
+
+// medianOf is the mix's median events per second over the rounds of kind.
+func (r mixReport) medianOf(kind string) float64 {
+	switch kind {
+	case "service":
+		return r.ServiceEventsPerSec
+	case "ceiling":
+		return r.CeilingEventsPerSec
+	case "raw":
+		return r.RawEventsPerSec
+	}
+	return 0
 }

@@ -43,11 +43,12 @@ func TestGrowthOf(t *testing.T) {
 		}
 		return ps
 	}
-	empty := []mixReport{{Mix: mixBulk, Phases: phases(map[string][]float64{
+	// The medians are what mixAcc.finish sets: service 100 and 90, raw 100 and 95.
+	empty := []mixReport{{Mix: mixBulk, ServiceEventsPerSec: 100, RawEventsPerSec: 100, Phases: phases(map[string][]float64{
 		"service": {100, 200, 100},
 		"raw":     {100, 100, 100},
 	})}}
-	full := []mixReport{{Mix: mixBulk, Phases: phases(map[string][]float64{
+	full := []mixReport{{Mix: mixBulk, ServiceEventsPerSec: 90, RawEventsPerSec: 95, Phases: phases(map[string][]float64{
 		"service": {90, 190, 80},
 		"raw":     {100, 50, 95},
 	})}}

@@ -416,18 +416,21 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 			// database that slows as it fills weighs on all alike; so, in a growth run, does the
 			// store that goes first.
 			order := phaseKinds()
-			tOrder := slices.Clone(targets)
+			tOrder := make([]int, len(targets)) // indexes into targets and accs
+			for i := range tOrder {
+				tOrder[i] = i
+			}
 			if round%2 == 0 {
 				slices.Reverse(order)
 				slices.Reverse(tOrder)
 			}
-			for _, t := range tOrder {
+			for _, ti := range tOrder {
+				t, acc := targets[ti], accs[ti]
 				if o.analyze && o.store == storePostgres {
 					if err := analyze(ctx, t.schemaURL); err != nil {
 						return err
 					}
 				}
-				acc := accs[slices.Index(targets, t)]
 				for _, kind := range order {
 					if err := measurePhase(ctx, o, t, acc, mix, round, kind, logf); err != nil {
 						return err
