@@ -177,6 +177,35 @@ func TestParseFlagsPopup(t *testing.T) {
 	}
 }
 
+// The popup phases' pass through Redis takes its Redis from the flag, else the environment, and
+// is skipped with -redis-url none or when no popup phase runs.
+func TestParseFlagsRedis(t *testing.T) {
+	for _, c := range []struct {
+		bench, test string // the environment
+		args        []string
+		want        string
+	}{
+		{"", "", []string{"-store=sqlite"}, ""},
+		{"", "redis://t:6379/0", []string{"-store=sqlite"}, "redis://t:6379/0"},
+		{"redis://b:6379/1", "redis://t:6379/0", []string{"-store=sqlite"}, "redis://b:6379/1"},
+		{"", "redis://t:6379/0", []string{"-store=sqlite", "-redis-url=redis://f:6379/2"}, "redis://f:6379/2"},
+		{"", "redis://t:6379/0", []string{"-store=sqlite", "-redis-url=" + noRedis}, ""},
+		{"", "redis://t:6379/0", []string{"-store=sqlite", "-popup-phase=0"}, ""},
+		{"", "redis://t:6379/0", []string{"-store=sqlite", "-preload=1000", "-growth"}, ""},
+	} {
+		t.Setenv(envBenchRedisURL, c.bench)
+		t.Setenv(envTestRedisURL, c.test)
+		o, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		if o.redisURL != c.want {
+			t.Errorf("%q with %s=%q, %s=%q: redis %q, want %q", c.args, envBenchRedisURL, c.bench, envTestRedisURL, c.test, o.redisURL, c.want)
+		}
+	}
+}
+
 // An open loop stops at its count of calls, before its deadline.
 func TestOpenLoopStopsAtItsCount(t *testing.T) {
 	mix, err := newMix(mixRealistic)

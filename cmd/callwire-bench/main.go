@@ -52,6 +52,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/store"
@@ -62,6 +64,15 @@ const (
 	envBenchURL = "CALLWIRE_BENCH_DATABASE_URL"
 	envTestURL  = "CALLWIRE_TEST_DATABASE_URL"
 )
+
+// Environment variables naming the Redis of the popup phases' second pass, the first set wins.
+const (
+	envBenchRedisURL = "CALLWIRE_BENCH_REDIS_URL"
+	envTestRedisURL  = "CALLWIRE_TEST_REDIS_URL"
+)
+
+// noRedis is the -redis-url that skips the popup phases' pass through Redis.
+const noRedis = "none"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -104,6 +115,7 @@ type options struct {
 	popupPhase  time.Duration
 	popupRate   float64
 	popupLight  int64
+	redisURL    string // the popup phases' second pass, through the Redis broker; "" for none
 	preload     int64
 	growth      bool
 	analyze     bool
@@ -139,6 +151,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.growth, "growth", false, "with -preload: measure the cost as the store grows, in one run on two stores side by side, an empty one and "+
 		"one preloaded, their rounds interleaved; reports each kind's rate on the full store ÷ on the empty one (no popup phases)")
 	fs.Float64Var(&o.popupRate, "popup-rate", 20, "calls started per second, open loop, in the light-load popup phase (0 skips it)")
+	fs.StringVar(&o.redisURL, "redis-url", "", "Redis for a second pass of the popup phases, the server publishing through the Redis broker as replicas do "+
+		"(default $"+envBenchRedisURL+", else $"+envTestRedisURL+"; "+noRedis+" skips it)")
 	fs.Int64Var(&o.popupLight, "popup-light-calls", 600, "calls of the light-load popup phase, started at -popup-rate (600 at 20 a second: 30 s, and the p99 is the sixth slowest popup)")
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
@@ -203,6 +217,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.databaseURL == "" {
 		o.databaseURL = os.Getenv(envTestURL)
 	}
+	if o.redisURL == "" {
+		o.redisURL = os.Getenv(envBenchRedisURL)
+	}
+	if o.redisURL == "" {
+		o.redisURL = os.Getenv(envTestRedisURL)
+	}
+	if o.redisURL == noRedis || o.popupPhase == 0 {
+		o.redisURL = ""
+	}
 	if o.databaseURL == "" && slices.Contains(o.stores, storePostgres) {
 		return o, errors.New("no PostgreSQL named: the bench needs one. Start PostgreSQL on 127.0.0.1:5432 and run `make bench` " +
 			"(.ci/services.sh sets " + envTestURL + "), or set " + envBenchURL + "='postgres://user@host:5432/db?sslmode=disable', " +
@@ -221,6 +244,10 @@ type report struct {
 	// second, when they ran.
 	Popup      *popupReport `json:"popup,omitempty"`
 	PopupLight *popupReport `json:"popupLight,omitempty"`
+	// PopupRedis and PopupLightRedis are the same phases run again on a second server of the
+	// same store whose popups go through the Redis broker (-redis-url), when they ran.
+	PopupRedis      *popupReport `json:"popupRedis,omitempty"`
+	PopupLightRedis *popupReport `json:"popupLightRedis,omitempty"`
 	// ServerPeakRSSMiB is the highest resident memory of the server over the run (VmHWM),
 	// where the system tells.
 	ServerPeakRSSMiB float64 `json:"serverPeakRssMiB,omitempty"`
@@ -331,6 +358,12 @@ type phaseReport struct {
 // run is the whole bench: a run on each store in turn. Progress goes to stderr, the reports to
 // stdout.
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	if o.redisURL != "" {
+		// Found now rather than after the rounds, whose report a failed popup phase would lose.
+		if err := pingRedis(ctx, o.redisURL); err != nil {
+			return fmt.Errorf("-redis-url: %w (-redis-url %s skips the popup phases' pass through Redis)", err, noRedis)
+		}
+	}
 	for i, st := range o.stores {
 		o.store = st
 		if i > 0 {
@@ -444,21 +477,9 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 	}
 
 	if o.popupPhase > 0 {
-		t := targets[0]
-		mix, err := newMix(mixRealistic)
-		if err != nil {
+		if err := runPopups(ctx, o, targets[0], logf); err != nil {
 			return err
 		}
-		t.newPhase()
-		pr, pop, light, err := popupPhase(ctx, t.st, t.orgID, t.client, "http://"+t.srv.addr, phaseSpecFor(o, t, "popups", o.popupPhase, "service"), mix,
-			t.doers["service"], o.popupRate, o.popupLight, 6*time.Second, logf)
-		if err != nil {
-			return fmt.Errorf("popup phase: %w", err)
-		}
-		t.sentCalls += pr.Calls
-		t.sentEvents += pr.Events
-		t.report.Popup, t.report.PopupLight = &pop, light
-		logf("popups: %d of %d arrived, p50 %.2fms p99 %.2fms", pop.Received, pop.Received+pop.Missing, pop.Latency.P50ms, pop.Latency.P99ms)
 	}
 
 	for _, t := range targets {
@@ -498,6 +519,54 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 	}
 	return nil
 }
+
+// runPopups runs the popup phases on t's server, then, with -redis-url, again on a second server
+// of t's store that publishes through Redis, and puts what they measured in t's report.
+func runPopups(ctx context.Context, o options, t *target, logf func(string, ...any)) error {
+	mix, err := newMix(mixRealistic)
+	if err != nil {
+		return err
+	}
+	pass := func(broker string, srv *child, service doer) (*popupReport, *popupReport, error) {
+		t.newPhase()
+		pr, pop, light, err := popupPhase(ctx, t.st, t.orgID, t.client, "http://"+srv.addr, phaseSpecFor(o, t, "popups-"+broker, o.popupPhase, "service"), mix,
+			service, o.popupRate, o.popupLight, 6*time.Second, logf)
+		if err != nil {
+			return nil, nil, fmt.Errorf("popup phase (%s broker): %w", broker, err)
+		}
+		t.sentCalls += pr.Calls
+		t.sentEvents += pr.Events
+		pop.Broker = broker
+		if light != nil {
+			light.Broker = broker
+		}
+		logf("popups (%s broker): %d of %d arrived, p50 %.2fms p99 %.2fms", broker, pop.Received, pop.Received+pop.Missing, pop.Latency.P50ms, pop.Latency.P99ms)
+		return &pop, light, nil
+	}
+	if t.report.Popup, t.report.PopupLight, err = pass(brokerInProcess, t.srv, t.doers["service"]); err != nil {
+		return err
+	}
+	if o.redisURL == "" {
+		return nil
+	}
+	srv, service, closeIdle, err := t.startRedisServer(ctx, o.redisURL, o.client)
+	if err != nil {
+		return err
+	}
+	logf("server with the redis broker ready on %s", srv.addr)
+	t.report.PopupRedis, t.report.PopupLightRedis, err = pass(brokerRedis, srv, service)
+	if serr := srv.stop(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("stop the server with the redis broker: %w", serr))
+	}
+	closeIdle()
+	return err
+}
+
+// The popup brokers the popup phases run with.
+const (
+	brokerInProcess = "in-process"
+	brokerRedis     = "redis"
+)
 
 // phaseSpecFor is the phase of kind on t.
 func phaseSpecFor(o options, t *target, label string, d time.Duration, kind string) phaseSpec {
@@ -720,20 +789,35 @@ func printReport(w io.Writer, r report) {
 				r.ServerFileRSSMiB)
 		}
 	}
-	if p := r.PopupLight; p != nil {
+	printGrowth(w, s.Preloaded, r.Growth)
+	printPopups(w, r.PopupLight, r.Popup)
+	printPopups(w, r.PopupLightRedis, r.PopupRedis)
+}
+
+// printPopups writes the popup latencies one broker gave at light load and at full load, either
+// of which may be nil.
+func printPopups(w io.Writer, light, full *popupReport) {
+	through := func(p *popupReport) string {
+		if p.Broker == brokerRedis {
+			return "; the server publishing through Redis"
+		}
+		return ""
+	}
+	if p := light; p != nil {
 		verdict := "met"
 		if p.Latency.P99ms > maxLightPopupP99ms || p.Missing > 0 {
 			verdict = "NOT met"
 		}
-		fmt.Fprintf(w, "\npopup latency at light load (%g calls/s open loop; POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n", p.Rate)
+		fmt.Fprintf(w, "\npopup latency at light load (%g calls/s open loop; POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once%s):\n",
+			p.Rate, through(p))
 		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms (target at most %g ms: %s), max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
 			p.Latency.P50ms, p.Latency.P99ms, maxLightPopupP99ms, verdict, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
 		printPopupHost(w, p)
 		printStalls(w, p)
 	}
-	printGrowth(w, s.Preloaded, r.Growth)
-	if p := r.Popup; p != nil {
-		fmt.Fprintf(w, "\npopup latency at full load (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once):\n")
+	if p := full; p != nil {
+		fmt.Fprintf(w, "\npopup latency at full load (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once%s):\n",
+			through(p))
 		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
 			p.Latency.P50ms, p.Latency.P99ms, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
 		printPopupHost(w, p)
@@ -912,4 +996,20 @@ func printDatabase(w io.Writer, phases []phaseReport) {
 		}
 	}
 	tw.Flush()
+}
+
+// pingRedis checks that the Redis at url answers a PING within a few seconds.
+func pingRedis(ctx context.Context, url string) error {
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	c := redis.NewClient(ro)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis at %s does not answer: %w", ro.Addr, err)
+	}
+	return nil
 }

@@ -65,8 +65,10 @@ type childOptions struct {
 	// databasePath is the embedded store's file, when databaseURL is empty.
 	databasePath string
 	maxConns     int
-	dir          string // working directory
-	profiled     bool   // argv is serveProfiledCmd: also give it a pprof address
+	// redisURL is the Redis broker's; "" for the in-process broker.
+	redisURL string
+	dir      string // working directory
+	profiled bool   // argv is serveProfiledCmd: also give it a pprof address
 }
 
 // startServer starts the server on a free port of 127.0.0.1 and waits until /readyz answers 200.
@@ -99,6 +101,9 @@ func startServer(ctx context.Context, o childOptions) (*child, error) {
 		config.EnvPrefix+"LOG_LEVEL=warn",
 		config.EnvPrefix+"LOG_FORMAT=json",
 	)
+	if o.redisURL != "" {
+		env = append(env, config.EnvPrefix+"BROKER_REDIS_URL="+o.redisURL)
+	}
 	c.cmd = exec.Command(o.argv[0], args...)
 	c.cmd.Env = env
 	c.cmd.Dir = o.dir

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/store/postgres"
@@ -30,7 +31,9 @@ type target struct {
 	dbPath    string     // sqlite
 	pool      *pgxpool.Pool
 	orgID     string
+	cred      auth.Credential // the key of orgID the service's requests carry
 	srv       *child
+	srvOpts   childOptions // how srv was started
 	client    *http.Client
 	doers     map[string]doer
 	newPhase  func() // closes idle connections, so that each phase dials afresh
@@ -158,7 +161,7 @@ func openTarget(ctx context.Context, o options, name string, logf func(string, .
 	if err != nil {
 		return nil, err
 	}
-	t.orgID = orgID
+	t.orgID, t.cred = orgID, cred
 
 	t.serverDesc = "callwire serve"
 	switch {
@@ -182,6 +185,7 @@ func openTarget(ctx context.Context, o options, name string, logf func(string, .
 		}
 		co.argv = []string{bin, "serve"}
 	}
+	t.srvOpts = co
 	if t.srv, err = startServer(ctx, co); err != nil {
 		return nil, err
 	}
@@ -206,23 +210,18 @@ func openTarget(ctx context.Context, o options, name string, logf func(string, .
 	}
 	t.defers(func() error { transport.CloseIdleConnections(); return nil })
 	t.client = &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	wc, err := newWireClient(t.srv.addr, "/api/v1/calls/events", []string{
-		"Content-Type: application/json", "Client-ID: " + cred.ClientID, "Client-Secret: " + cred.Secret,
-	}, 30*time.Second)
+	service, closeIdle, err := t.serviceDoer(o.client, t.srv.addr)
 	if err != nil {
 		return nil, err
 	}
-	t.defers(func() error { wc.CloseIdle(); return nil })
+	t.defers(func() error { closeIdle(); return nil })
 	t.doers = map[string]doer{
-		"service": wireDoer(wc),
+		"service": service,
 		"ceiling": storeDoer(svc, orgID),
 		"raw":     rawDo,
 	}
-	if o.client == "net" {
-		t.doers["service"] = httpDoer(t.client, "http://"+t.srv.addr+"/api/v1/calls/events", cred.ClientID, cred.Secret)
-	}
 	t.newPhase = func() {
-		wc.CloseIdle()
+		closeIdle()
 		transport.CloseIdleConnections()
 	}
 	return t, nil
@@ -254,4 +253,38 @@ func (t *target) countOnFile(ctx context.Context) (calls, events int64, err erro
 		return countSQLite(ctx, t.lite)
 	}
 	return countEvents(ctx, t.schemaURL)
+}
+
+// serviceDoer returns the doer that posts the service's requests, with t's key, to the server
+// at addr through the load generator's client (-client: wire or net), and the function that
+// closes its idle connections.
+func (t *target) serviceDoer(client, addr string) (doer, func(), error) {
+	if client == "net" {
+		return httpDoer(t.client, "http://"+addr+"/api/v1/calls/events", t.cred.ClientID, t.cred.Secret), func() {}, nil
+	}
+	wc, err := newWireClient(addr, "/api/v1/calls/events", []string{
+		"Content-Type: application/json", "Client-ID: " + t.cred.ClientID, "Client-Secret: " + t.cred.Secret,
+	}, 30*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wireDoer(wc), wc.CloseIdle, nil
+}
+
+// startRedisServer starts a second server on t's store, as t's was started but publishing its
+// popups through the Redis broker at redisURL, and returns it with a doer that posts the
+// service's requests to it (-client). The caller stops the server, then calls the returned
+// function, which closes the doer's idle connections.
+func (t *target) startRedisServer(ctx context.Context, redisURL, client string) (*child, doer, func(), error) {
+	co := t.srvOpts
+	co.redisURL = redisURL
+	srv, err := startServer(ctx, co)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("server with the redis broker: %w", err)
+	}
+	service, closeIdle, err := t.serviceDoer(client, srv.addr)
+	if err != nil {
+		return nil, nil, nil, errors.Join(err, srv.stop())
+	}
+	return srv, service, closeIdle, nil
 }
