@@ -231,7 +231,7 @@ func (l *Loader[T]) elsewhere(name string) bool {
 // NotConfiguration reports whether the variable name belongs to the project but is no
 // configuration of any program, so that no loader warns about it: the test suites' service
 // addresses and switches (every name starting CALLWIRE_TEST_, which is reserved for them, and
-// the others below), the benchmark's database, the marker go-plugin sets in a translator's
+// the others below), the benchmark's database and Redis, the marker go-plugin sets in a translator's
 // environment, and the markers that make a test binary act as a helper child process. A test in
 // cmd/callwire fails when the code reads a CALLWIRE_ variable that is neither configuration nor
 // listed here.
@@ -247,6 +247,7 @@ func NotConfiguration(name string) bool {
 		"CALLWIRE_BROWSER_INSTALL",     // tests: 0 stops the browser test installing Chromium
 		"CALLWIRE_ARTIFACTS_DIR",       // tests: where the browser test leaves its screenshot
 		"CALLWIRE_BENCH_DATABASE_URL",  // callwire-bench: the database to measure
+		"CALLWIRE_BENCH_REDIS_URL",     // callwire-bench: the Redis of the popup phases' second pass
 		"CALLWIRE_TRANSLATOR",          // plugins: go-plugin's handshake cookie in a translator's environment
 		"CALLWIRE_OUTBOX_CRASH_HELPER", // sdk/outbox tests: the child process that is killed
 		"CALLWIRE_AGENT_KILL_HELPER":   // plugins/agent tests: the child process that is killed
