@@ -160,7 +160,9 @@ type CallWrite struct {
 }
 
 // Write is one request's worth of changes for one organization. It is applied atomically: all of
-// it or none of it.
+// it or none of it. Its Calls name distinct calls (no two with one provider and provider call
+// ID), as the ingest planner makes them; a store may refuse a Write that repeats one, without
+// writing.
 type Write struct {
 	OrgID string
 	// ReceivedAt is the server time the request arrived; stored on each new event.

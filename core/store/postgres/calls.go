@@ -143,6 +143,12 @@ func (s *Store) WriteCalls(ctx context.Context, w store.Write) ([]store.CallResu
 	}
 	for i := range w.Calls {
 		c := &w.Calls[i]
+		// A write names distinct calls (store.Write): one statement cannot change a call twice.
+		for k := range i {
+			if w.Calls[k].Provider == c.Provider && w.Calls[k].ProviderCallID == c.ProviderCallID {
+				return nil, fmt.Errorf("postgres: write calls: call %q/%q appears twice", c.Provider, c.ProviderCallID)
+			}
+		}
 		// A call holds a request's events, at most event.MaxBatch: comparing each pair costs
 		// less than a map for every call.
 		for j := range c.Events {

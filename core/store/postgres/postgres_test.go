@@ -388,6 +388,24 @@ func TestWriteCallsDuplicateDedupeKey(t *testing.T) {
 	}
 }
 
+// TestWriteCallsRepeatedCall refuses a Write that names one call twice (store.Write), with an
+// error that says so, and writes nothing.
+func TestWriteCallsRepeatedCall(t *testing.T) {
+	s := openStore(t, pgtest.URL(t), postgres.Options{})
+	org := createOrg(t, s)
+	w := sampleWrite(org, 1, "c", "d")
+	w.Calls = append(w.Calls, sampleWrite(org, 1, "c").Calls[0])
+	_, err := s.WriteCalls(t.Context(), w)
+	if err == nil || !strings.Contains(err.Error(), "appears twice") {
+		t.Fatalf("WriteCalls naming a call twice: error = %v, want one saying so", err)
+	}
+	for _, id := range []string{"c", "d"} {
+		if _, _, err := s.GetCall(t.Context(), org, "sip", id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetCall(%s) after the refused write: error = %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
 // TestRefusedForGood connects to a database that does not exist: a configuration error, not
 // an outage.
 func TestRefusedForGood(t *testing.T) {
