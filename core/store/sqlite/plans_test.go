@@ -23,7 +23,8 @@ func TestHotStatementsSearchTheirIndexes(t *testing.T) {
 		n := 1 << k
 		for name, text := range map[string]string{"findCalls": findCallsSQL(n), "insertCalls": insertCallsSQL(n),
 			"insertEvents": insertEventsSQL(n), "appendEvents": appendEventsSQL(n), "ringing": ringingSQL(n),
-			"checkedRinging": checkedRingingSQL(n), "checkedFindCalls": checkedFindCallsSQL(n)} {
+			"checkedRinging": checkedRingingSQL(n), "checkedFindCalls": checkedFindCallsSQL(n),
+			"openCalls": openCallsSQL(n), "checkedOpenCalls": checkedOpenCallsSQL(n)} {
 			texts[name+"/"+string(rune('0'+k))] = text
 		}
 	}

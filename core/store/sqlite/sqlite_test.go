@@ -219,8 +219,8 @@ func benchStore(b *testing.B) (*sqlite.Store, *store.KeyCheck) {
 }
 
 // BenchmarkWriteCalls measures one request's write, one at a time, as the writer runs it, with
-// the key check the service sends: the tail of a new call (three events), and a batch of 10 new
-// calls of five events each.
+// the key check the service sends: the ring of a new call, the tail of a new call (three
+// events), and a batch of 10 new calls of five events each.
 func BenchmarkWriteCalls(b *testing.B) {
 	ctx := b.Context()
 	s, check := benchStore(b)
@@ -244,6 +244,7 @@ func BenchmarkWriteCalls(b *testing.B) {
 		calls int
 		types []string
 	}{
+		{"ring", 1, []string{"call_received"}},
 		{"tail", 1, []string{"call_answered", "call_ended", "call_recorded"}},
 		{"bulk", 10, []string{"call_received", "call_answered", "call_ended", "call_recorded", "call_transcribed"}},
 	} {

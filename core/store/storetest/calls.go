@@ -238,6 +238,56 @@ func callTests() []contractTest {
 				}
 			}
 		}},
+		{"RingsOnFileAndNot", func(t *testing.T, s store.Store) {
+			// One write of calls that ring and calls that do not, each on file or new: whichever
+			// way a store looks its calls up, each comes out as if written alone.
+			org := newOrg(t, s)
+			rang := cw("sip", "r-rang", store.StateRinging, ev("call_received", 0, at(1)))
+			answered := cw("sip", "r-answered", store.StateAnswered, ev("call_answered", 1, at(1)))
+			write(t, s, store.Write{OrgID: org, ReceivedAt: at(1), Calls: []store.CallWrite{rang, answered}})
+
+			calls := []store.CallWrite{
+				// rang's ring again, and its answer
+				cw("sip", "r-rang", store.StateAnswered, ev("call_received", 0, at(1)), ev("call_answered", 1, at(2))),
+				cw("sip", "r-new", store.StateRinging, ev("call_received", 0, at(2))),
+				cw("sip", "r-unrung", store.StateAnswered, ev("call_answered", 1, at(2))),
+				cw("sip", "r-answered", store.StateEnded, ev("call_ended", 2, at(2))),
+				cw("acme", "r-new", store.StateRinging, ev("call_placed", 0, at(2))),
+			}
+			res := write(t, s, store.Write{OrgID: org, ReceivedAt: at(2), Calls: calls})
+			want := []struct {
+				created bool
+				dup     []bool
+				state   store.State
+				events  int
+			}{
+				{false, []bool{true, false}, store.StateAnswered, 2},
+				{true, []bool{false}, store.StateRinging, 1},
+				{true, []bool{false}, store.StateAnswered, 1},
+				{false, []bool{false}, store.StateEnded, 2},
+				{true, []bool{false}, store.StateRinging, 1},
+			}
+			for i, c := range calls {
+				r, w := res[i], want[i]
+				if r.ID != callID(org, c) || r.Created != w.created {
+					t.Errorf("result %d (%s/%s) = (ID %q, Created %v), want (%q, %v)", i, c.Provider, c.ProviderCallID, r.ID, r.Created, callID(org, c), w.created)
+				}
+				for j, e := range r.Events {
+					wantID := c.Events[j].ID
+					if w.dup[j] {
+						wantID = rang.Events[0].ID
+					}
+					if e.Duplicate != w.dup[j] || e.ID != wantID {
+						t.Errorf("result %d event %d = %+v, want (ID %q, Duplicate %v)", i, j, e, wantID, w.dup[j])
+					}
+				}
+				got, evs := getCall(t, s, org, c.Provider, c.ProviderCallID)
+				if got.ID != r.ID || got.State != w.state || len(evs) != w.events {
+					t.Errorf("GetCall(%s/%s) = (ID %q, state %v, %d events), want (%q, %v, %d)",
+						c.Provider, c.ProviderCallID, got.ID, got.State, len(evs), r.ID, w.state, w.events)
+				}
+			}
+		}},
 		{"GetCallMissing", func(t *testing.T, s store.Store) {
 			org := newOrg(t, s)
 			write(t, s, store.Write{OrgID: org, ReceivedAt: at(1), Calls: []store.CallWrite{

@@ -52,6 +52,18 @@ func keyCheckTests() []contractTest {
 			t.Errorf("%s: the call on file changed under a rejected key: state %v, %d events", what, c.State, len(evs))
 		}
 
+		// A ring sent again for a call on file, with what followed it: the guard holds though no
+		// call is new.
+		w = store.Write{OrgID: su.org, ReceivedAt: at(2), Check: check, Calls: []store.CallWrite{
+			cw("sip", existing, store.StateAnswered, ev("call_received", 0, at(1)), ev("call_answered", 1, at(2))),
+		}}
+		if _, err := s.WriteCalls(t.Context(), w); !errors.Is(err, store.ErrKeyRejected) {
+			t.Errorf("%s: WriteCalls of a ring on file err = %v, want ErrKeyRejected", what, err)
+		}
+		if c, evs := getCall(t, s, su.org, "sip", existing); c.State != store.StateRinging || len(evs) != 1 {
+			t.Errorf("%s: a ring on file changed its call under a rejected key: state %v, %d events", what, c.State, len(evs))
+		}
+
 		// More calls than a store may write in one statement: the guard covers them all.
 		w = store.Write{OrgID: su.org, ReceivedAt: at(2), Check: check, Calls: manyCalls("many-"+what, 70)}
 		if _, err := s.WriteCalls(t.Context(), w); !errors.Is(err, store.ErrKeyRejected) {
@@ -93,6 +105,12 @@ func keyCheckTests() []contractTest {
 				refs[i] = store.EventRef{Provider: c.Provider, ProviderCallID: c.ProviderCallID, DedupeKey: "call_received:0"}
 			}
 			refs[len(calls)] = store.EventRef{Provider: "sip", ProviderCallID: "not-on-file", DedupeKey: "call_received:0"}
+			// The same rings sent again under the key: all on file, none created again.
+			for i, r := range write(t, s, store.Write{OrgID: su.org, ReceivedAt: at(2), Check: su.check, Calls: manyCalls("many", 70)}) {
+				if r.Created || !r.Events[0].Duplicate || r.Events[0].ID != calls[i].Events[0].ID {
+					t.Errorf("ring %d sent again = (Created %v, %+v), want on file with event %s", i, r.Created, r.Events[0], calls[i].Events[0].ID)
+				}
+			}
 			rs, err := s.Ringing(t.Context(), su.org, refs, su.check)
 			if err != nil || len(rs) != len(refs) {
 				t.Fatalf("Ringing of %d refs = %d entries, %v", len(refs), len(rs), err)
