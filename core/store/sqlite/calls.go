@@ -13,7 +13,6 @@ import (
 
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/internal/writeq"
-	"github.com/callwire/callwire/sdk/event"
 )
 
 // writeStmts are the statements WriteCalls runs, prepared once on the writer connection. The
@@ -31,11 +30,6 @@ type writeStmts struct {
 	checkedFindCalls [maxRowsLog + 1]*sql.Stmt
 	// insertCalls[k] creates 1<<k calls, none of them on file.
 	insertCalls [maxRowsLog + 1]*sql.Stmt
-	// openCalls[k] creates each of 1<<k calls that is not on file, returning the number and key
-	// of each created.
-	openCalls [maxRowsLog + 1]*sql.Stmt
-	// checkedOpenCalls[k] is openCalls[k] that creates nothing unless a live key passes a check.
-	checkedOpenCalls [maxRowsLog + 1]*sql.Stmt
 	// insertEvents[k] appends 1<<k events at once, each unless its dedupe key is on file,
 	// returning the call, dedupe key and ID of each stored.
 	insertEvents [maxRowsLog + 1]*sql.Stmt
@@ -91,40 +85,10 @@ func insertCallsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
 		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at) VALUES `)
-	rowsSQL(&b, n, callColumns)
+	rowsSQL(&b, n, 14)
 	b.WriteString(` RETURNING call_no, provider, provider_call_id`)
 	return b.String()
 }
-
-// callColumns is the number of columns insertCallsSQL and openCallsSQL write per call.
-const callColumns = 14
-
-// openCallsSQL creates each of n calls that is not on file, and returns the number, provider and
-// provider call ID of each it created; a call on file is left as it is.
-func openCallsSQL(n int) string {
-	var b strings.Builder
-	b.WriteString(`INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
-		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at) VALUES `)
-	rowsSQL(&b, n, callColumns)
-	b.WriteString(openConflictSQL)
-	return b.String()
-}
-
-// checkedOpenCallsSQL is openCallsSQL(n) that creates nothing unless a live key has the client ID,
-// secret hash and time bound after the calls' parameters (the check of checkKeySQL).
-func checkedOpenCallsSQL(n int) string {
-	var b strings.Builder
-	b.WriteString(`INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
-		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at) SELECT * FROM (VALUES `)
-	rowsSQL(&b, n, callColumns)
-	b.WriteString(`) WHERE EXISTS (` + checkKeySQL + `)`)
-	b.WriteString(openConflictSQL)
-	return b.String()
-}
-
-// openConflictSQL ends openCallsSQL and checkedOpenCallsSQL: a call whose key is on file is
-// skipped, and only the calls created are returned.
-const openConflictSQL = ` ON CONFLICT (org_id, provider, provider_call_id) DO NOTHING RETURNING call_no, provider, provider_call_id`
 
 // insertEventsSQL appends n events, each unless its dedupe key is on file, and returns the call's
 // number, the dedupe key and the ID of each stored.
@@ -181,7 +145,6 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 	for k := range maxRowsLog + 1 {
 		texts = append(texts, text{&w.findCalls[k], findCallsSQL(1 << k)}, text{&w.checkedFindCalls[k], checkedFindCallsSQL(1 << k)},
 			text{&w.insertCalls[k], insertCallsSQL(1 << k)},
-			text{&w.openCalls[k], openCallsSQL(1 << k)}, text{&w.checkedOpenCalls[k], checkedOpenCallsSQL(1 << k)},
 			text{&w.insertEvents[k], insertEventsSQL(1 << k)}, text{&w.appendEvents[k], appendEventsSQL(1 << k)})
 	}
 	for _, t := range texts {
@@ -199,8 +162,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 // close closes whichever statements are prepared.
 func (w *writeStmts) close() {
 	for _, s := range slices.Concat([]*sql.Stmt{w.updateCall, w.findEvent},
-		w.findCalls[:], w.checkedFindCalls[:], w.insertCalls[:], w.openCalls[:], w.checkedOpenCalls[:],
-		w.insertEvents[:], w.appendEvents[:]) {
+		w.findCalls[:], w.checkedFindCalls[:], w.insertCalls[:], w.insertEvents[:], w.appendEvents[:]) {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -260,34 +222,7 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 	results := make([]store.CallResult, len(w.Calls))
 	// nos holds each call's number, the key of its events.
 	nos := make([]int64, len(w.Calls))
-	received := encTime(w.ReceivedAt)
-	// A call the write opens (its call_received or call_placed is among the events) is most
-	// likely new, so those are created first, each unless its key is on file, which spares
-	// looking them up. The others, and any of those that was on file, are then found by key.
-	// The key check goes with the first statement that could write, and with the find when that
-	// created nothing.
-	check := w.Check
-	find := order
-	if opened := openedCalls(w, order); len(opened) > 0 {
-		created, err := openCalls(ctx, st, w, opened, results, nos, received, check)
-		if err != nil {
-			return nil, err
-		}
-		if created {
-			check = nil
-			find = make([]int, 0, len(order)-len(opened))
-			skip := false // the call before was created, and so is any repeat of its key
-			for n, i := range order {
-				if n == 0 || !sameKey(&w.Calls[i], &w.Calls[order[n-1]]) {
-					skip = results[i].Created
-				}
-				if !skip {
-					find = append(find, i)
-				}
-			}
-		}
-	}
-	if err := findCalls(ctx, st, w, find, results, nos, check); err != nil {
+	if err := findCalls(ctx, st, w, order, results, nos); err != nil {
 		return nil, err
 	}
 	// The calls not on file are created, together; a key the write repeats (its calls are in
@@ -297,7 +232,7 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 		c, res := &w.Calls[i], &results[i]
 		res.Events = make([]store.EventResult, len(c.Events))
 		switch {
-		case res.ID != "": // on file, or created by openCalls
+		case res.ID != "":
 		case n > 0 && sameKey(c, &w.Calls[order[n-1]]):
 			res.ID = results[order[n-1]].ID
 		default:
@@ -308,6 +243,7 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 			created = append(created, i)
 		}
 	}
+	received := encTime(w.ReceivedAt)
 	if err := insertCalls(ctx, st, w, created, results, nos, received); err != nil {
 		return nil, err
 	}
@@ -338,10 +274,9 @@ func sameKey(a, b *store.CallWrite) bool {
 }
 
 // findCalls sets the ID of each call of w on file in results and its number in nos, asking for
-// the keys in order, up to 64 in one statement, and makes check, when there is one, in the
-// first: it fails with store.ErrKeyRejected before anything is written. With a check, order must
-// not be empty.
-func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult, nos []int64, check *store.KeyCheck) error {
+// the keys in order, up to 64 in one statement, and makes w's key check, when it has one, in the
+// first: it fails with store.ErrKeyRejected before anything is written.
+func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult, nos []int64) error {
 	args := make([]any, 0, 3*min(len(order), 1<<maxRowsLog)+4)
 	first := true
 	return eachRun(order, func(k int, run []int) error {
@@ -351,10 +286,10 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 		}
 		args = append(args, w.OrgID)
 		stmt := st.src.findCalls[k]
-		checked := first && check != nil
+		checked := first && w.Check != nil
 		if checked {
 			stmt = st.src.checkedFindCalls[k]
-			args = append(args, check.ClientID, check.SecretHash, encTime(check.At))
+			args = append(args, w.Check.ClientID, w.Check.SecretHash, encTime(w.Check.At))
 		}
 		first = false
 		rows, err := st.get(stmt).QueryContext(ctx, args...)
@@ -389,81 +324,20 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 	})
 }
 
-// openedCalls returns the calls of w, by index in key order, that the write opens (one of its
-// events is a call_received or a call_placed), the first of each key only.
-func openedCalls(w store.Write, order []int) []int {
-	var opened []int
-	for n, i := range order {
-		c := &w.Calls[i]
-		if n > 0 && sameKey(c, &w.Calls[order[n-1]]) {
-			continue
-		}
-		if slices.ContainsFunc(c.Events, func(e store.EventWrite) bool {
-			return e.Type == string(event.CallReceived) || e.Type == string(event.CallPlaced)
-		}) {
-			opened = append(opened, i)
-		}
-	}
-	return opened
-}
-
-// openCalls creates each call of w with an index in opened that is not on file, no two of them
-// with one key, up to 64 in one statement, and sets the ID, Created and number of each it
-// created; received is w.ReceivedAt as stored. With check, each statement creates nothing unless
-// the key is live, until one has created a call. It reports whether any was created, which, with
-// a check, proves the key live.
-func openCalls(ctx context.Context, st *txStmts, w store.Write, opened []int, results []store.CallResult, nos []int64, received string, check *store.KeyCheck) (bool, error) {
-	args := make([]any, 0, callColumns*min(len(opened), 1<<maxRowsLog)+3)
-	made := false
-	err := eachRun(opened, func(k int, run []int) error {
-		args = args[:0]
-		for _, i := range run {
-			c := &w.Calls[i]
-			results[i].ID = store.CallID(w.OrgID, c.Provider, c.ProviderCallID)
-			args = appendCallArgs(args, w, c, results[i].ID, received)
-		}
-		stmt := st.src.openCalls[k]
-		if check != nil && !made {
-			stmt = st.src.checkedOpenCalls[k]
-			args = append(args, check.ClientID, check.SecretHash, encTime(check.At))
-		}
-		n, err := numberCalls(ctx, st.get(stmt), args, w, run, nos)
-		if err != nil {
-			c := &w.Calls[run[0]]
-			return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
-		}
-		made = made || n > 0
-		for _, i := range run {
-			res := &results[i]
-			if nos[i] == 0 { // on file: found later
-				res.ID = ""
-				continue
-			}
-			res.Created = true
-			if c := &w.Calls[i]; c.Clients != nil {
-				res.Clients = append([]byte(nil), c.Clients...)
-			}
-		}
-		return nil
-	})
-	return made, err
-}
-
 // insertCalls creates the calls of w with the indexes in created, none of them on file and no
 // two with one key, up to 64 in one statement, and sets their numbers in nos; received is
 // w.ReceivedAt as stored.
 func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int, results []store.CallResult, nos []int64, received string) error {
-	args := make([]any, 0, callColumns*min(len(created), 1<<maxRowsLog))
+	args := make([]any, 0, 14*min(len(created), 1<<maxRowsLog))
 	return eachRun(created, func(k int, run []int) error {
 		args = args[:0]
 		for _, i := range run {
-			args = appendCallArgs(args, w, &w.Calls[i], results[i].ID, received)
+			c := &w.Calls[i]
+			args = append(args, w.OrgID, results[i].ID, c.Provider, c.ProviderCallID, c.Direction,
+				int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
+				encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
 		}
-		n, err := numberCalls(ctx, st.get(st.src.insertCalls[k]), args, w, run, nos)
-		if err == nil && n != len(run) {
-			err = fmt.Errorf("created %d of %d calls", n, len(run))
-		}
-		if err != nil {
+		if err := numberCalls(ctx, st.get(st.src.insertCalls[k]), args, w, run, nos); err != nil {
 			c := &w.Calls[run[0]]
 			return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
 		}
@@ -471,20 +345,13 @@ func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int,
 	})
 }
 
-// appendCallArgs appends the callColumns parameters that create c, with the ID id, to args.
-func appendCallArgs(args []any, w store.Write, c *store.CallWrite, id, received string) []any {
-	return append(args, w.OrgID, id, c.Provider, c.ProviderCallID, c.Direction,
-		int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
-		encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
-}
-
-// numberCalls runs stmt (insertCallsSQL or openCallsSQL, args its parameters) for the calls of w
-// in run, sets the number of each it created in nos from the rows it returns, which SQLite does
-// not promise to return in the order of the rows inserted, and returns how many it created.
-func numberCalls(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write, run []int, nos []int64) (int, error) {
+// numberCalls runs stmt (insertCallsSQL, args its parameters) for the calls of w in run and sets
+// each one's number in nos from the rows it returns, which SQLite does not promise to return in
+// the order of the rows inserted.
+func numberCalls(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write, run []int, nos []int64) error {
 	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer rows.Close()
 	n := 0
@@ -492,23 +359,26 @@ func numberCalls(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write,
 		var no int64
 		var provider, providerCallID string
 		if err := rows.Scan(&no, &provider, &providerCallID); err != nil {
-			return 0, err
+			return err
 		}
-		j := n // the row inserted n-th, as SQLite returns them today when it skips none
+		j := n // the row inserted n-th, as SQLite returns them today
 		if j >= len(run) || w.Calls[run[j]].Provider != provider || w.Calls[run[j]].ProviderCallID != providerCallID {
 			j = slices.IndexFunc(run, func(i int) bool {
 				return w.Calls[i].Provider == provider && w.Calls[i].ProviderCallID == providerCallID
 			})
 			if j < 0 {
-				return 0, fmt.Errorf("created a call %s/%s it was not given", provider, providerCallID)
+				return fmt.Errorf("created a call %s/%s it was not given", provider, providerCallID)
 			}
 		}
 		nos[run[j]] = no
 	}
 	if err := rows.Err(); err != nil {
-		return 0, err
+		return err
 	}
-	return n, nil
+	if n != len(run) {
+		return fmt.Errorf("created %d of %d calls", n, len(run))
+	}
+	return nil
 }
 
 // eventRef is an event of a write: of its call i (index into Write.Calls), event j.

@@ -23,8 +23,7 @@ func TestHotStatementsSearchTheirIndexes(t *testing.T) {
 		n := 1 << k
 		for name, text := range map[string]string{"findCalls": findCallsSQL(n), "insertCalls": insertCallsSQL(n),
 			"insertEvents": insertEventsSQL(n), "appendEvents": appendEventsSQL(n), "ringing": ringingSQL(n),
-			"checkedRinging": checkedRingingSQL(n), "checkedFindCalls": checkedFindCallsSQL(n),
-			"openCalls": openCallsSQL(n), "checkedOpenCalls": checkedOpenCallsSQL(n)} {
+			"checkedRinging": checkedRingingSQL(n), "checkedFindCalls": checkedFindCallsSQL(n)} {
 			texts[name+"/"+string(rune('0'+k))] = text
 		}
 	}
