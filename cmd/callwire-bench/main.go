@@ -536,10 +536,6 @@ func runPopups(ctx context.Context, o options, t *target, logf func(string, ...a
 		}
 		t.sentCalls += pr.Calls
 		t.sentEvents += pr.Events
-		pop.Broker = broker
-		if light != nil {
-			light.Broker = broker
-		}
 		logf("popups (%s broker): %d of %d arrived, p50 %.2fms p99 %.2fms", broker, pop.Received, pop.Received+pop.Missing, pop.Latency.P50ms, pop.Latency.P99ms)
 		return &pop, light, nil
 	}
@@ -790,26 +786,20 @@ func printReport(w io.Writer, r report) {
 		}
 	}
 	printGrowth(w, s.Preloaded, r.Growth)
-	printPopups(w, r.PopupLight, r.Popup)
-	printPopups(w, r.PopupLightRedis, r.PopupRedis)
+	printPopups(w, r.PopupLight, r.Popup, "")
+	printPopups(w, r.PopupLightRedis, r.PopupRedis, "; the server publishing through Redis")
 }
 
 // printPopups writes the popup latencies one broker gave at light load and at full load, either
-// of which may be nil.
-func printPopups(w io.Writer, light, full *popupReport) {
-	through := func(p *popupReport) string {
-		if p.Broker == brokerRedis {
-			return "; the server publishing through Redis"
-		}
-		return ""
-	}
+// of which may be nil; through ends the heading of each, naming the broker.
+func printPopups(w io.Writer, light, full *popupReport, through string) {
 	if p := light; p != nil {
 		verdict := "met"
 		if p.Latency.P99ms > maxLightPopupP99ms || p.Missing > 0 {
 			verdict = "NOT met"
 		}
 		fmt.Fprintf(w, "\npopup latency at light load (%g calls/s open loop; POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once%s):\n",
-			p.Rate, through(p))
+			p.Rate, through)
 		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms (target at most %g ms: %s), max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
 			p.Latency.P50ms, p.Latency.P99ms, maxLightPopupP99ms, verdict, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
 		printPopupHost(w, p)
@@ -817,7 +807,7 @@ func printPopups(w io.Writer, light, full *popupReport) {
 	}
 	if p := full; p != nil {
 		fmt.Fprintf(w, "\npopup latency at full load (POST of call_received to its arrival on a subscribed /api/v1/popups/stream, lookup adapter answering at once%s):\n",
-			through(p))
+			through)
 		fmt.Fprintf(w, "  p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d popups in %.0fs (%d missing; %d lookups served)\n",
 			p.Latency.P50ms, p.Latency.P99ms, p.Latency.MaxMs, p.Received, p.Seconds, p.Missing, p.Lookups)
 		printPopupHost(w, p)

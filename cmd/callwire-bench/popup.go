@@ -29,8 +29,6 @@ type popupReport struct {
 	Missing  int            `json:"missing"`
 	Latency  latencySummary `json:"latency"`
 	Lookups  int64          `json:"lookups"`
-	// Broker is the server's popup broker: "in-process" or "redis".
-	Broker string `json:"broker"`
 	// Rate is the calls started per second, open loop; 0 for a closed loop at full load.
 	Rate float64 `json:"rate,omitempty"`
 	// HostShare is the share of the machine's CPU time its host took during the run, where the

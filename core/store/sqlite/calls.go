@@ -85,10 +85,13 @@ func insertCallsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
 		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at) VALUES `)
-	rowsSQL(&b, n, 14)
+	rowsSQL(&b, n, callColumns)
 	b.WriteString(` RETURNING call_no, provider, provider_call_id`)
 	return b.String()
 }
+
+// callColumns is the number of columns insertCallsSQL writes per call.
+const callColumns = 14
 
 // insertEventsSQL appends n events, each unless its dedupe key is on file, and returns the call's
 // number, the dedupe key and the ID of each stored.
@@ -328,7 +331,7 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 // two with one key, up to 64 in one statement, and sets their numbers in nos; received is
 // w.ReceivedAt as stored.
 func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int, results []store.CallResult, nos []int64, received string) error {
-	args := make([]any, 0, 14*min(len(created), 1<<maxRowsLog))
+	args := make([]any, 0, callColumns*min(len(created), 1<<maxRowsLog))
 	return eachRun(created, func(k int, run []int) error {
 		args = args[:0]
 		for _, i := range run {
