@@ -206,12 +206,13 @@ func (a *instantAdapter) lookups() int64 {
 // against the server, timing every call_received from its POST to its popup: first at a light
 // load, lightCalls calls started lightRate a second, open loop (skipped when the rate is 0), then
 // at full load, closed loop with spec.workers workers for spec.duration. The phaseRun is both
-// runs' calls and events.
+// runs' calls and events. The organization has no lookup again when it returns: the adapter is
+// gone, and a server that went on asking it would fail each lookup and open its breaker.
 func popupPhase(ctx context.Context, st store.Store, orgID string, client *http.Client, base string,
 	spec phaseSpec, mix callMix, service doer, lightRate float64, lightCalls int64, settle time.Duration, logf func(string, ...any)) (phaseRun, popupReport, *popupReport, error) {
 	var light *popupReport
 	var both phaseRun
-	full, err := func() (popupReport, error) {
+	full, err := func() (_ popupReport, err error) {
 		adapter, err := startInstantAdapter()
 		if err != nil {
 			return popupReport{}, err
@@ -220,6 +221,11 @@ func popupPhase(ctx context.Context, st store.Store, orgID string, client *http.
 		if err := st.UpdateOrgLookup(ctx, orgID, store.Lookup{URL: adapter.url}); err != nil {
 			return popupReport{}, fmt.Errorf("set lookup: %w", err)
 		}
+		defer func() {
+			if rerr := st.UpdateOrgLookup(context.WithoutCancel(ctx), orgID, store.Lookup{}); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove lookup: %w", rerr))
+			}
+		}()
 		cred := auth.NewCredential()
 		now := time.Now().UTC()
 		if err := st.CreateKey(ctx, store.Key{ClientID: cred.ClientID, OrgID: orgID, Scopes: []string{auth.ScopePopupsRead},
