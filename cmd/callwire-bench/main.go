@@ -447,7 +447,9 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 		for round := 1; round <= o.rounds; round++ {
 			// The kind that goes first alternates (service, ceiling, raw, then the reverse), so a
 			// database that slows as it fills weighs on all alike; so, in a growth run, does the
-			// store that goes first.
+			// store that goes first. A growth run measures each kind on both stores one after
+			// the other, so that the two phases its ratio compares are next to each other in
+			// time, and the machine drifts between them as little as it can.
 			order := phaseKinds()
 			tOrder := make([]int, len(targets)) // indexes into targets and accs
 			for i := range tOrder {
@@ -457,15 +459,16 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 				slices.Reverse(order)
 				slices.Reverse(tOrder)
 			}
-			for _, ti := range tOrder {
-				t, acc := targets[ti], accs[ti]
-				if o.analyze && o.store == storePostgres {
-					if err := analyze(ctx, t.schemaURL); err != nil {
+			if o.analyze && o.store == storePostgres {
+				for _, ti := range tOrder {
+					if err := analyze(ctx, targets[ti].schemaURL); err != nil {
 						return err
 					}
 				}
-				for _, kind := range order {
-					if err := measurePhase(ctx, o, t, acc, mix, round, kind, logf); err != nil {
+			}
+			for _, kind := range order {
+				for _, ti := range tOrder {
+					if err := measurePhase(ctx, o, targets[ti], accs[ti], mix, round, kind, logf); err != nil {
 						return err
 					}
 				}
