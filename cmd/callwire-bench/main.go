@@ -430,13 +430,9 @@ func runStore(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 			for _, t := range targets {
 				for _, kind := range phaseKinds() {
 					logf("%swarm-up %s %s %v", t.logName(), mixName, kind, o.warmup)
-					t.newPhase()
-					pr, err := runPhase(ctx, phaseSpecFor(o, t, "warm-"+mixName+"-"+kind, o.warmup, kind), mix, t.doers[kind])
-					if err != nil {
-						return fmt.Errorf("warm-up: %w", err)
+					if err := warmUp(ctx, o, t, mixName+"-"+kind, kind, mix, t.doers[kind]); err != nil {
+						return err
 					}
-					t.sentCalls += pr.Calls
-					t.sentEvents += pr.Events
 				}
 			}
 		}
@@ -557,13 +553,7 @@ func runPopups(ctx context.Context, o options, t *target, logf func(string, ...a
 	// (connections opened, statements prepared), so that neither pass measures a cold server.
 	if o.warmup > 0 {
 		logf("warm-up popups-%s %v", brokerRedis, o.warmup)
-		t.newPhase()
-		pr, werr := runPhase(ctx, phaseSpecFor(o, t, "warm-popups-"+brokerRedis, o.warmup, "service"), mix, service)
-		if werr != nil {
-			err = fmt.Errorf("warm-up (%s broker): %w", brokerRedis, werr)
-		}
-		t.sentCalls += pr.Calls
-		t.sentEvents += pr.Events
+		err = warmUp(ctx, o, t, "popups-"+brokerRedis, "service", mix, service)
 	}
 	if err == nil {
 		t.report.PopupRedis, t.report.PopupLightRedis, err = pass(brokerRedis, srv, service)
@@ -573,6 +563,19 @@ func runPopups(ctx context.Context, o options, t *target, logf func(string, ...a
 	}
 	closeIdle()
 	return err
+}
+
+// warmUp runs an unmeasured phase of kind on t for o.warmup, its requests sent through do, and
+// counts what it stored among what t's store must hold at the end.
+func warmUp(ctx context.Context, o options, t *target, label, kind string, mix callMix, do doer) error {
+	t.newPhase()
+	pr, err := runPhase(ctx, phaseSpecFor(o, t, "warm-"+label, o.warmup, kind), mix, do)
+	t.sentCalls += pr.Calls
+	t.sentEvents += pr.Events
+	if err != nil {
+		return fmt.Errorf("warm-up %s: %w", label, err)
+	}
+	return nil
 }
 
 // The popup brokers the popup phases run with.

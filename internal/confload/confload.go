@@ -231,10 +231,10 @@ func (l *Loader[T]) elsewhere(name string) bool {
 // NotConfiguration reports whether the variable name belongs to the project but is no
 // configuration of any program, so that no loader warns about it: the test suites' service
 // addresses and switches (every name starting CALLWIRE_TEST_, which is reserved for them, and
-// the others below), the benchmark's database and Redis, the marker go-plugin sets in a translator's
-// environment, and the markers that make a test binary act as a helper child process. A test in
-// cmd/callwire fails when the code reads a CALLWIRE_ variable that is neither configuration nor
-// listed here.
+// the others below), the benchmark's database and Redis, the marker go-plugin sets in a
+// translator's environment, and the markers that make a test binary act as a helper child
+// process. A test in cmd/callwire fails when the code reads a CALLWIRE_ variable that is
+// neither configuration nor listed here.
 func NotConfiguration(name string) bool {
 	if strings.HasPrefix(name, "CALLWIRE_TEST_") {
 		return true
