@@ -240,7 +240,8 @@ func (r Result) Created() bool {
 }
 
 // Ingest processes one report of orgID's, already authenticated, decoded and validated: plan,
-// caller lookup (call_received only, not for one already on file), popup, then one atomic write.
+// caller lookup (call_received only; its answer used only for a call_received not already on
+// file), popup, then one atomic write.
 // events, their Bodies and what they point to must stay valid and unchanged until Ingest
 // returns; Ingest keeps nothing of them afterwards, so its caller may then reuse their memory.
 //
@@ -293,6 +294,10 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 // failures are logged and counted, never returned. The only error is a transient store failure
 // while checking what is on file.
 //
+// A lookup that may wait on a client system starts before that check, for every call_received
+// of the request, and runs while the store is read; the answers for calls found on file are
+// dropped, uncounted. A lookup that cannot wait is made only for a call that rings.
+//
 // Rings that can wait on nothing outside this process (no client system to ask, an in-process
 // broker; see waiter) run in turn on the request's goroutine, and a publish that cannot wait has
 // no deadline of its own: each is over at once, and a goroutine or a timer per ring would cost
@@ -313,11 +318,33 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 	if len(ringing) == 0 {
 		return nil
 	}
+	r := ringer{s: s, log: log, orgID: orgID, traceID: traceID, events: events, ctx: ctx, lctx: ctx}
+	lookupWaits := mayWait(ctx, s.opts.Lookup, orgID)
+	if s.opts.Lookup != nil {
+		// The request's lookups share one deadline: they start together, or follow one another
+		// when none may wait.
+		var cancel context.CancelFunc
+		r.lctx, cancel = context.WithTimeout(ctx, s.opts.LookupTimeout)
+		defer cancel()
+	}
+	if lookupWaits {
+		// A client system is asked while the store is read, not after: the popup waits for the
+		// slower of the two instead of both in turn. A lookup for a call found on file is not
+		// cut short (its connection stays open for the next, its answer is remembered for the
+		// next ring from that number) and its answer is not used; ring returns once every
+		// lookup it started has ended.
+		r.asks = m.asks[:0]
+		for _, pc := range ringing {
+			r.asks = append(r.asks, r.startLookup(pc))
+		}
+		m.asks = r.asks
+		defer r.endLookups()
+	}
 	known, err := s.opts.Writer.Ringing(ctx, orgID, refs, check)
 	if err != nil {
 		return s.storeError("check events on file", err)
 	}
-	// The calls to ring are kept in place, with their refs.
+	// The calls to ring are kept in place, with their refs and lookups.
 	n := 0
 	for i, pc := range ringing {
 		if i < len(known) && known[i].Known {
@@ -331,32 +358,27 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 			continue
 		}
 		ringing[n], refs[n] = pc, refs[i]
+		if r.asks != nil {
+			r.asks[i], r.asks[n] = r.asks[n], r.asks[i]
+		}
 		n++
 	}
 	if n == 0 {
 		return nil
 	}
-	r := ringer{s: s, log: log, orgID: orgID, traceID: traceID, events: events, ctx: ctx, lctx: ctx,
-		publishWaits: mayWait(ctx, s.opts.Publisher, orgID)}
-	if s.opts.Lookup != nil {
-		// The request's lookups share one deadline: they start together, or follow one another
-		// when none may wait.
-		var cancel context.CancelFunc
-		r.lctx, cancel = context.WithTimeout(ctx, s.opts.LookupTimeout)
-		defer cancel()
-	}
-	if n == 1 || !r.publishWaits && !mayWait(ctx, s.opts.Lookup, orgID) {
+	r.publishWaits = mayWait(ctx, s.opts.Publisher, orgID)
+	if n == 1 || !r.publishWaits && !lookupWaits {
 		// A report's one ring, or rings that wait on nothing: a goroutine would only add its
 		// start and its stack.
 		for i := range n {
-			r.ring(ringing[i], refs[i])
+			r.ring(i, ringing[i], refs[i])
 		}
 		return nil
 	}
 	var wg sync.WaitGroup
 	for i := range n {
 		pc, ref := ringing[i], refs[i]
-		wg.Go(func() { r.ring(pc, ref) })
+		wg.Go(func() { r.ring(i, pc, ref) })
 	}
 	wg.Wait()
 	return nil
@@ -387,12 +409,57 @@ type ringer struct {
 	events         []event.Parsed
 	// ctx is the request's; lctx bounds its lookups.
 	ctx, lctx context.Context
+	// asks are the lookups started before the read, one per ringing call in the order of the
+	// calls being rung; nil when the lookups are made as each call rings.
+	asks []*lookupAsk
 	// publishWaits is set when a publish may wait, and so takes a deadline of its own.
 	publishWaits bool
 }
 
-// ring looks up the caller of pc's call_received and publishes its popup.
-func (r *ringer) ring(pc *plannedCall, ref store.EventRef) {
+// lookupAsk is one lookup started before the read; the other fields hold its answer once done
+// is closed.
+type lookupAsk struct {
+	done    chan struct{}
+	clients []popup.Client
+	outcome popup.LookupOutcome
+	err     error
+}
+
+// startLookup starts the lookup of pc's caller on a goroutine of its own, unless it needs none
+// (a caller with no E.164 number is not looked up).
+func (r *ringer) startLookup(pc *plannedCall) *lookupAsk {
+	a := &lookupAsk{done: make(chan struct{})}
+	e := &r.events[pc.received].Event
+	number, ok := lookupNumber(e)
+	if !ok {
+		a.outcome = popup.LookupSkipped
+		close(a.done)
+		return a
+	}
+	go func() {
+		defer close(a.done)
+		defer func() {
+			// A lookup that panics costs the popup's names, never the call.
+			if p := recover(); p != nil {
+				a.outcome, a.err = popup.LookupFailed, fmt.Errorf("lookup panicked: %v", p)
+			}
+		}()
+		a.clients, a.outcome, a.err = r.s.ask(r.lctx, r.orgID, number)
+	}()
+	return a
+}
+
+// endLookups waits for every lookup started before the read, so that none outlives the request
+// whose events it reads.
+func (r *ringer) endLookups() {
+	for _, a := range r.asks {
+		<-a.done
+	}
+}
+
+// ring looks up the caller of pc's call_received (or takes the answer of the lookup started for
+// it, the i-th of the calls being rung) and publishes its popup.
+func (r *ringer) ring(i int, pc *plannedCall, ref store.EventRef) {
 	s := r.s
 	defer func() {
 		// A lookup or broker that panics costs the popup, never the call.
@@ -402,7 +469,15 @@ func (r *ringer) ring(pc *plannedCall, ref store.EventRef) {
 		}
 	}()
 	e := &r.events[pc.received].Event
-	clients, outcome := s.lookup(r.lctx, r.log, r.orgID, e)
+	var clients []popup.Client
+	var outcome popup.LookupOutcome
+	if r.asks != nil {
+		a := r.asks[i]
+		<-a.done
+		clients, outcome = s.account(r.log, a.clients, a.outcome, a.err)
+	} else {
+		clients, outcome = s.lookup(r.lctx, r.log, r.orgID, e)
+	}
 	if outcome != popup.LookupFailed && outcome != popup.LookupNotSet {
 		pc.write.Clients = mustJSON(clients)
 	}
@@ -436,30 +511,52 @@ func copyParty(p *event.Party) *event.Party {
 
 // lookup asks who is calling; ctx bounds the lookup (ring gives it the request's lookup deadline).
 func (s *Service) lookup(ctx context.Context, log reqLog, orgID string, e *event.Event) ([]popup.Client, popup.LookupOutcome) {
+	number, ok := lookupNumber(e)
+	if !ok {
+		return s.account(log, nil, popup.LookupSkipped, nil)
+	}
+	clients, outcome, err := s.ask(ctx, orgID, number)
+	return s.account(log, clients, outcome, err)
+}
+
+// lookupNumber returns the number to look up for e's caller: only an E.164 caller is looked up.
+func lookupNumber(e *event.Event) (string, bool) {
 	from := e.Call.From
 	if from == nil || from.EffectiveKind() != event.KindE164 || from.Number == "" {
-		s.metrics.countLookup(popup.LookupSkipped)
-		return []popup.Client{}, popup.LookupSkipped
+		return "", false
 	}
+	return from.Number, true
+}
+
+// ask asks the caller lookup who owns number, and tells the outcome; it counts and logs nothing
+// (account does, for an answer that is used).
+func (s *Service) ask(ctx context.Context, orgID, number string) ([]popup.Client, popup.LookupOutcome, error) {
 	if s.opts.Lookup == nil {
-		s.metrics.countLookup(popup.LookupNotSet)
-		return []popup.Client{}, popup.LookupNotSet
+		return nil, popup.LookupNotSet, nil
 	}
-	clients, err := s.opts.Lookup.Lookup(ctx, orgID, from.Number)
+	clients, err := s.opts.Lookup.Lookup(ctx, orgID, number)
 	switch {
 	case errors.Is(err, lookup.ErrNotConfigured):
-		s.metrics.countLookup(popup.LookupNotSet)
-		return []popup.Client{}, popup.LookupNotSet
+		return nil, popup.LookupNotSet, nil
 	case err != nil:
-		s.metrics.countLookup(popup.LookupFailed)
-		log.warn("caller lookup failed; caller treated as unknown", "error", err)
-		return []popup.Client{}, popup.LookupFailed
+		return nil, popup.LookupFailed, err
 	case len(clients) == 0:
-		s.metrics.countLookup(popup.LookupNoMatch)
-		return []popup.Client{}, popup.LookupNoMatch
+		return nil, popup.LookupNoMatch, nil
 	}
-	s.metrics.countLookup(popup.LookupMatched)
-	return clients, popup.LookupMatched
+	return clients, popup.LookupMatched, nil
+}
+
+// account counts a lookup's outcome, logs a failure, and returns the clients to show: none
+// unless the lookup matched.
+func (s *Service) account(log reqLog, clients []popup.Client, outcome popup.LookupOutcome, err error) ([]popup.Client, popup.LookupOutcome) {
+	s.metrics.countLookup(outcome)
+	if outcome == popup.LookupFailed {
+		log.warn("caller lookup failed; caller treated as unknown", "error", err)
+	}
+	if outcome != popup.LookupMatched {
+		return []popup.Client{}, outcome
+	}
+	return clients, outcome
 }
 
 // publish hands p to the publisher, within PublishTimeout when it may wait.

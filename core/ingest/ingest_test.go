@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -345,14 +346,16 @@ func TestIngestOrder(t *testing.T) {
 		t.Errorf("popup %+v", p)
 	}
 
-	// The identical retry: no lookup, no popup, every event a duplicate, not created.
+	// The identical retry: no popup, every event a duplicate, not created. Its lookup was
+	// asked while the store was read, before the retry was known for one, and its answer is
+	// not used.
 	r.steps = nil
 	res, err = s.Ingest(t.Context(), "org1", "trace2", parse(t, ev("call_received", "a", 0, t0, "")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(r.steps, ","); got != "write" {
-		t.Errorf("retry steps %s, want only the write", got)
+	if got := strings.Join(r.steps, ","); got != "lookup +15551230000,write" {
+		t.Errorf("retry steps %s, want the lookup then the write, no publish", got)
 	}
 	if res.Created() || !res.Events[0].Duplicate || len(res.Calls[0].Clients) != 1 {
 		t.Errorf("retry result %+v", res)
@@ -812,4 +815,153 @@ func benchmarkIngest(b *testing.B, l CallerLookup, p Publisher) {
 			b.Fatal(err)
 		}
 	})
+}
+
+// overlap is a recorder whose read of what is on file waits for a lookup to begin, so that a
+// ring whose lookup followed the read would never get one; it counts the lookups that ended.
+type overlap struct {
+	*recorder
+	asked   chan struct{}
+	once    sync.Once
+	ended   atomic.Int32
+	readErr error
+}
+
+func newOverlap() *overlap { return &overlap{recorder: newRecorder(), asked: make(chan struct{})} }
+
+func (o *overlap) Lookup(ctx context.Context, orgID, number string) ([]popup.Client, error) {
+	o.once.Do(func() { close(o.asked) })
+	defer o.ended.Add(1)
+	return o.recorder.Lookup(ctx, orgID, number)
+}
+
+func (o *overlap) Ringing(ctx context.Context, orgID string, refs []store.EventRef, check *store.KeyCheck) ([]store.Ringing, error) {
+	select {
+	case <-o.asked:
+	case <-time.After(10 * time.Second):
+		return nil, errors.New("no lookup began while the store was read")
+	}
+	if o.readErr != nil {
+		return nil, o.readErr
+	}
+	return o.recorder.Ringing(ctx, orgID, refs, check)
+}
+
+// TestLookupWhileReading: a client system that may wait is asked while the store is read, so a
+// popup waits for the slower of the two, not both. Only a call not on file uses the answer; a
+// lookup for one on file (a retry, a late ring) or of a request whose read failed is not cut
+// short, and Ingest returns only once it has ended, so that nothing of the request outlives it.
+func TestLookupWhileReading(t *testing.T) {
+	received := func(id string) string { return ev("call_received", id, 0, t0, "") }
+	for _, tc := range []struct {
+		name    string
+		before  []string // reports ingested first, normally
+		body    string
+		readErr error
+		steps   string
+		popups  []string
+		clients map[string]int // call -> clients stored with it, after the report
+	}{
+		{name: "new call", body: received("a"),
+			steps: "lookup +15551230000,publish a,write", popups: []string{"a"}, clients: map[string]int{"a": 1}},
+		{name: "retry", before: []string{received("a")}, body: received("a"),
+			steps: "lookup +15551230000,write", clients: map[string]int{"a": 1}},
+		{name: "late ring", before: []string{ev("call_answered", "a", 1, t0, "")}, body: received("a"),
+			steps: "lookup +15551230000,write", clients: map[string]int{"a": 0}},
+		{name: "one new, one retry", before: []string{received("a")}, body: batch(received("a"), received("b")),
+			steps: "lookup +15551230000,lookup +15551230000,publish b,write", popups: []string{"b"},
+			clients: map[string]int{"a": 1, "b": 1}},
+		{name: "read fails", body: received("a"), readErr: fmt.Errorf("pool: %w", store.ErrUnavailable),
+			steps: "lookup +15551230000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOverlap()
+			o.lookupWait = 20 * time.Millisecond // every lookup still under way when the read ends
+			s, err := New(Options{Writer: o, Lookup: o, Publisher: o.recorder, LookupTimeout: 5 * time.Second,
+				Now: func() time.Time { return t0.Add(time.Minute) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range tc.before {
+				if _, err := s.Ingest(t.Context(), "org1", "t", parse(t, b), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			started := o.ended.Load()
+			o.steps, o.popups = nil, nil
+			o.readErr = tc.readErr
+			_, err = s.Ingest(t.Context(), "org1", "t", parse(t, tc.body), nil)
+			if tc.readErr != nil {
+				if !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("err = %v, want ErrUnavailable", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			asked := int32(strings.Count(tc.steps, "lookup"))
+			if got := o.ended.Load() - started; got != asked {
+				t.Errorf("%d lookups had ended when Ingest returned, want %d", got, asked)
+			}
+			var order []string
+			for _, st := range o.steps {
+				// Concurrent lookups note themselves in any order; only where they stand counts.
+				if strings.HasPrefix(st, "lookup ") {
+					st = "lookup +15551230000"
+				}
+				order = append(order, st)
+			}
+			if got := strings.Join(order, ","); got != tc.steps {
+				t.Errorf("steps %s, want %s", got, tc.steps)
+			}
+			var got []string
+			for _, p := range o.popups {
+				got = append(got, p.ProviderCallID)
+				if p.Lookup != popup.LookupMatched || len(p.Clients) != 1 {
+					t.Errorf("popup %s: lookup %q, clients %+v", p.ProviderCallID, p.Lookup, p.Clients)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.popups) {
+				t.Errorf("popups %v, want %v", got, tc.popups)
+			}
+			for call, want := range tc.clients {
+				var cs []popup.Client
+				if raw := o.calls[store.CallID("org1", "sip", call)]; raw != nil {
+					if err := json.Unmarshal(raw, &cs); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if len(cs) != want {
+					t.Errorf("call %s stored with %d clients, want %d", call, len(cs), want)
+				}
+			}
+		})
+	}
+}
+
+// panicky is a recorder whose lookups panic.
+type panicky struct{ *recorder }
+
+func (panicky) Lookup(context.Context, string, string) ([]popup.Client, error) {
+	panic("adapter client bug")
+}
+
+// TestLookupThatPanics: a lookup that panics, on the goroutine it runs on beside the read, costs
+// the popup its names, never the popup or the call.
+func TestLookupThatPanics(t *testing.T) {
+	r := newRecorder()
+	s, err := New(Options{Writer: r, Lookup: panicky{r}, Publisher: r, LookupTimeout: time.Second,
+		Now: func() time.Time { return t0.Add(time.Minute) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Ingest(t.Context(), "org1", "t", parse(t, ev("call_received", "a", 0, t0, "")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Created() || len(res.Calls[0].Clients) != 0 {
+		t.Errorf("result %+v, want the call created with no clients", res)
+	}
+	if len(r.popups) != 1 || r.popups[0].Lookup != popup.LookupFailed || len(r.popups[0].Clients) != 0 {
+		t.Errorf("popups %+v, want one with lookup %q and no clients", r.popups, popup.LookupFailed)
+	}
 }

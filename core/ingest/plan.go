@@ -86,6 +86,7 @@ type planMemory struct {
 	callWrites                     []store.CallWrite // the store.Write's calls (Ingest)
 	ringing                        []*plannedCall    // the calls that ring, and their refs (ring)
 	refs                           []store.EventRef
+	asks                           []*lookupAsk // the lookups started before the read (ring)
 }
 
 // forget clears what m holds of the last request (it points into the request's events), keeping
@@ -100,6 +101,7 @@ func (m *planMemory) forget() {
 	clear(m.callWrites[:cap(m.callWrites)])
 	clear(m.ringing[:cap(m.ringing)])
 	clear(m.refs[:cap(m.refs)])
+	clear(m.asks[:cap(m.asks)])
 }
 
 // plan groups events by call, clamps future timestamps to now for ordering, sorts each call's
