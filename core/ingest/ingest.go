@@ -320,14 +320,8 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 	}
 	r := ringer{s: s, log: log, orgID: orgID, traceID: traceID, events: events, ctx: ctx, lctx: ctx}
 	lookupWaits := mayWait(ctx, s.opts.Lookup, orgID)
-	if s.opts.Lookup != nil {
-		// The request's lookups share one deadline: they start together, or follow one another
-		// when none may wait.
-		var cancel context.CancelFunc
-		r.lctx, cancel = context.WithTimeout(ctx, s.opts.LookupTimeout)
-		defer cancel()
-	}
 	if lookupWaits {
+		defer r.boundLookups()() // released after endLookups, deferred below, has waited
 		// A client system is asked while the store is read, not after: the popup waits for the
 		// slower of the two instead of both in turn. A lookup for a call found on file is not
 		// cut short (its connection stays open for the next, its answer is remembered for the
@@ -365,6 +359,10 @@ func (s *Service) ring(ctx context.Context, log reqLog, orgID, traceID string, e
 	}
 	if n == 0 {
 		return nil
+	}
+	if !lookupWaits && s.opts.Lookup != nil {
+		// Lookups that cannot wait are made only now, for the calls that ring.
+		defer r.boundLookups()()
 	}
 	r.publishWaits = mayWait(ctx, s.opts.Publisher, orgID)
 	if n == 1 || !r.publishWaits && !lookupWaits {
@@ -414,6 +412,14 @@ type ringer struct {
 	asks []*lookupAsk
 	// publishWaits is set when a publish may wait, and so takes a deadline of its own.
 	publishWaits bool
+}
+
+// boundLookups gives the request's lookups their one deadline, and returns what releases it:
+// they start together, or follow one another when none may wait.
+func (r *ringer) boundLookups() context.CancelFunc {
+	var cancel context.CancelFunc
+	r.lctx, cancel = context.WithTimeout(r.ctx, r.s.opts.LookupTimeout)
+	return cancel
 }
 
 // lookupAsk is one lookup started before the read; the other fields hold its answer once done
