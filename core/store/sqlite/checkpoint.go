@@ -13,8 +13,9 @@ import (
 // writes, on the core the writer leaves idle: a PASSIVE checkpoint, which neither waits for nor
 // blocks a writer or a reader, after commits, at most every checkpointInterval, so that part of
 // what the writer's commit at 1000 pages would copy is copied already. Under a steady load of
-// batches the writer's own checkpoints still did 70 to 80% of the copying; a threshold of 4000
-// pages moved half of it here, for a WAL three and a half times larger, and was not kept.
+// batches the writer's own checkpoints still did about half to 80% of the copying, by machine; a
+// threshold of 4000 pages moved half of the writer's copying here, for a WAL three and a half
+// times larger, and was not kept.
 //
 // The writer keeps its own checkpoint because it alone starts the WAL over: SQLite does that
 // when a write begins with every page of the WAL copied, which a checkpoint beside the writes
@@ -24,13 +25,13 @@ import (
 // Durability is the same: a commit has reached the disk once the WAL is synced, and the
 // checkpointer syncs what it copies (synchronous=FULL) before SQLite reuses the WAL.
 
-// checkpointInterval is the least time between two checkpoints while writes go on. Under a
-// steady load of batches the writer is the one thing the server waits on (a core and a half
-// busy, two thirds of a core idle), so what a checkpoint beside the writes copies is time taken
-// off the writer's path. At 10 ms, about one checkpoint to each group commit, the service stored
-// 8 to 14% more bulk events a second than at 50 ms in three alternating pairs, and with no
-// interval at all, one checkpoint after another, no more than at 10 ms (docs/benchmarks.md, "a
-// twelfth machine").
+// checkpointInterval is the pause after each checkpoint before the checkpointer takes the next
+// commit's kick: at most one checkpoint per interval plus the checkpoint's own time, kicks that
+// arrive meanwhile counting as one. Under a steady load of batches the one writer is what the
+// service waits on (the server about 1.2 cores busy, the machine about 0.7 of a core idle); at
+// 10 ms the service stored 7 to 14% more bulk events a second than at 50 ms in three
+// alternating pairs, and with no pause at all no more than at 10 ms, by a mechanism not traced
+// (docs/benchmarks.md, "a twelfth machine").
 const checkpointInterval = 10 * time.Millisecond
 
 // checkpointer runs checkpoints on its own connection while writes are committed.
