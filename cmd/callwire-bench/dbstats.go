@@ -80,3 +80,37 @@ func (a dbSample) delta(b dbSample, events int64) *dbDelta {
 	}
 	return d
 }
+
+// ioCount is how many read and write system calls a process made, and the bytes they moved
+// (the syscr, syscw, rchar and wchar of Linux's /proc/<pid>/io): files, sockets and pipes alike.
+type ioCount struct {
+	ok                                           bool
+	readCalls, writeCalls, readBytes, writeBytes int64
+}
+
+// ioDelta is what the process that wrote the embedded store did in system calls per event
+// during a phase: the server in a service phase, the bench in the others. A page SQLite finds
+// in no cache of its own is one read call (a pread of the database file or the WAL), a page it
+// writes to the WAL or copies into the database file one write call; a service phase's calls
+// also count the HTTP requests' reads and writes (a few per request).
+type ioDelta struct {
+	ReadCallsPerEvent  float64 `json:"readCallsPerEvent"`
+	WriteCallsPerEvent float64 `json:"writeCallsPerEvent"`
+	ReadBytesPerEvent  float64 `json:"readBytesPerEvent"`
+	WriteBytesPerEvent float64 `json:"writeBytesPerEvent"`
+}
+
+// ioPerEvent is the calls between samples a and b per event; nil when either is unknown or
+// there were no events.
+func ioPerEvent(a, b ioCount, events int64) *ioDelta {
+	if !a.ok || !b.ok || events <= 0 {
+		return nil
+	}
+	n := float64(events)
+	return &ioDelta{
+		ReadCallsPerEvent:  float64(b.readCalls-a.readCalls) / n,
+		WriteCallsPerEvent: float64(b.writeCalls-a.writeCalls) / n,
+		ReadBytesPerEvent:  float64(b.readBytes-a.readBytes) / n,
+		WriteBytesPerEvent: float64(b.writeBytes-a.writeBytes) / n,
+	}
+}

@@ -349,6 +349,9 @@ type phaseReport struct {
 	ServerGCsPer10kEvents *float64 `json:"serverGcsPer10kEvents,omitempty"`
 	// Database is what PostgreSQL did during the phase, where it tells.
 	Database *dbDelta `json:"database,omitempty"`
+	// WriterIO is, on the embedded store, the I/O system calls per event of the process that
+	// wrote the store (see ioDelta), where the system tells.
+	WriterIO *ioDelta `json:"writerIo,omitempty"`
 	// HostShare is the share of the machine's CPU time its host took during the phase, where
 	// the system tells: the time the machine's kernel never accounted plus what it reported as
 	// steal (see hostShare).
@@ -696,6 +699,13 @@ func measurePhase(ctx context.Context, o options, t *target, acc *mixAcc, mix ca
 		h := untold + steal
 		p.HostShare = &h
 	}
+	if o.store == storeSQLite {
+		if kind == "service" {
+			p.WriterIO = ioPerEvent(before.serverIO, after.serverIO, pr.Events)
+		} else {
+			p.WriterIO = ioPerEvent(before.benchIO, after.benchIO, pr.Events)
+		}
+	}
 	if after.serverRSS > 0 {
 		m := float64(after.serverRSS) / (1 << 20)
 		p.ServerRSSMiB = &m
@@ -941,6 +951,7 @@ func printMix(w io.Writer, r mixReport) {
 			"comparable with a run on a machine that had its CPUs (host took under %.0f%%).\n", worst*100, maxHostShare*100)
 	}
 	printDatabase(w, r.Phases)
+	printWriterIO(w, r.Phases)
 	printBudget(w, r.Phases)
 	verdict := "met"
 	if r.Ratio < 0.8 {
@@ -1003,6 +1014,29 @@ func printDatabase(w io.Writer, phases []phaseReport) {
 		if d := p.Database; d != nil {
 			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%d\t\n", p.Kind, p.Round, d.WALBytesPerEvent, d.FPIPerEvent,
 				d.BlocksReadPerEvent, d.CommitsPerEvent, d.CommitsPerSync, d.Checkpoints)
+		}
+	}
+	tw.Flush()
+}
+
+// printWriterIO writes, per phase, the I/O system calls per event stored of the process that
+// wrote the embedded store, when the system told.
+func printWriterIO(w io.Writer, phases []phaseReport) {
+	have := false
+	for _, p := range phases {
+		have = have || p.WriterIO != nil
+	}
+	if !have {
+		return
+	}
+	fmt.Fprintln(w, "\nThe embedded store's writing process per phase (the server in a service phase, the bench in the others;\n"+
+		"read and write system calls and their bytes per event stored, files and sockets alike):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tround\treads/event\twrites/event\tread bytes/event\twritten bytes/event\t")
+	for _, p := range phases {
+		if d := p.WriterIO; d != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.0f\t%.0f\t\n", p.Kind, p.Round, d.ReadCallsPerEvent, d.WriteCallsPerEvent,
+				d.ReadBytesPerEvent, d.WriteBytesPerEvent)
 		}
 	}
 	tw.Flush()

@@ -35,6 +35,9 @@ type cpuSample struct {
 	at         time.Time
 	ran, steal time.Duration
 	ranOK      bool
+	// benchIO and serverIO are the I/O system calls this process and the server child made so
+	// far (/proc/<pid>/io); their ok is false where the system did not tell.
+	benchIO, serverIO ioCount
 }
 
 // sampleCPU reads the CPU times of this process, of the process serverPID (0 for none) and of
@@ -46,9 +49,11 @@ func sampleCPU(serverPID int) cpuSample {
 		return s
 	}
 	s.bench = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	s.benchIO = procIO("self")
 	if serverPID > 0 {
 		s.server, _ = procCPU(strconv.Itoa(serverPID))
 		s.serverRSS, s.serverPeak, s.serverFile = procMemory(strconv.Itoa(serverPID))
+		s.serverIO = procIO(strconv.Itoa(serverPID))
 	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -158,6 +163,50 @@ func parseMemory(status string) (rss, peak, file int64) {
 		*dst = kb << 10
 	}
 	return rss, peak, file
+}
+
+// procIO returns the I/O system calls process pid ("self" for this one) made so far, from
+// /proc/<pid>/io; its ok is false when unknown.
+func procIO(pid string) ioCount {
+	b, err := os.ReadFile("/proc/" + pid + "/io")
+	if err != nil {
+		return ioCount{}
+	}
+	return parseIO(string(b))
+}
+
+// parseIO reads syscr, syscw, rchar and wchar from the text of /proc/<pid>/io; ok is false
+// unless all four are there.
+func parseIO(text string) ioCount {
+	var c ioCount
+	seen := 0
+	for line := range strings.Lines(text) {
+		key, v, _ := strings.Cut(line, ":")
+		var dst *int64
+		switch key {
+		case "syscr":
+			dst = &c.readCalls
+		case "syscw":
+			dst = &c.writeCalls
+		case "rchar":
+			dst = &c.readBytes
+		case "wchar":
+			dst = &c.writeBytes
+		default:
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 0 {
+			return ioCount{}
+		}
+		*dst = n
+		seen++
+	}
+	if seen != 4 {
+		return ioCount{}
+	}
+	c.ok = true
+	return c
 }
 
 // memTotal returns the machine's memory as /proc/meminfo states it, or "".

@@ -96,3 +96,40 @@ func TestProcMemoryHere(t *testing.T) {
 		t.Errorf("procMemory of this process = rss %d, peak %d, file %d", rss, peak, file)
 	}
 }
+
+func TestParseIO(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		text string
+		want ioCount
+	}{
+		{"all four", "rchar: 100\nwchar: 200\nsyscr: 3\nsyscw: 4\nread_bytes: 0\nwrite_bytes: 4096\ncancelled_write_bytes: 0\n",
+			ioCount{ok: true, readCalls: 3, writeCalls: 4, readBytes: 100, writeBytes: 200}},
+		{"one missing", "rchar: 100\nwchar: 200\nsyscr: 3\n", ioCount{}},
+		{"unreadable", "rchar: 100\nwchar: x\nsyscr: 3\nsyscw: 4\n", ioCount{}},
+		{"negative", "rchar: -1\nwchar: 2\nsyscr: 3\nsyscw: 4\n", ioCount{}},
+		{"empty", "", ioCount{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := parseIO(tc.text); got != tc.want {
+				t.Errorf("parseIO = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIOPerEvent(t *testing.T) {
+	a := ioCount{ok: true, readCalls: 10, writeCalls: 20, readBytes: 1000, writeBytes: 2000}
+	b := ioCount{ok: true, readCalls: 30, writeCalls: 60, readBytes: 5000, writeBytes: 10000}
+	got := ioPerEvent(a, b, 10)
+	want := ioDelta{ReadCallsPerEvent: 2, WriteCallsPerEvent: 4, ReadBytesPerEvent: 400, WriteBytesPerEvent: 800}
+	if got == nil || *got != want {
+		t.Errorf("ioPerEvent = %+v, want %+v", got, want)
+	}
+	if got := ioPerEvent(ioCount{}, b, 10); got != nil {
+		t.Errorf("ioPerEvent of an unknown sample = %+v, want nil", got)
+	}
+	if got := ioPerEvent(a, b, 0); got != nil {
+		t.Errorf("ioPerEvent of no events = %+v, want nil", got)
+	}
+}

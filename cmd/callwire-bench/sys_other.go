@@ -15,6 +15,7 @@ type cpuSample struct {
 	ok                                bool
 	bench, server, postgres           time.Duration
 	serverRSS, serverPeak, serverFile int64
+	benchIO, serverIO                 ioCount
 }
 
 // hostShare is not available on this system.
