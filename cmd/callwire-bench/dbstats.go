@@ -91,8 +91,9 @@ type ioCount struct {
 // ioDelta is what the process that wrote the embedded store did in system calls per event
 // during a phase: the server in a service phase, the bench in the others. A page SQLite finds
 // in no cache of its own is one read call (a pread of the database file or the WAL), a page it
-// writes to the WAL or copies into the database file one write call; a service phase's calls
-// also count the HTTP requests' reads and writes (a few per request).
+// writes to the WAL two write calls (the frame's header, then the page), a page a checkpoint
+// copies into the database file one; a service phase's calls also count the HTTP requests'
+// reads and writes (a few per request).
 type ioDelta struct {
 	ReadCallsPerEvent  float64 `json:"readCallsPerEvent"`
 	WriteCallsPerEvent float64 `json:"writeCallsPerEvent"`
