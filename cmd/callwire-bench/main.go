@@ -1000,11 +1000,7 @@ func orDash(s string) string {
 
 // printDatabase writes, per phase, what PostgreSQL did for each event stored, when it told.
 func printDatabase(w io.Writer, phases []phaseReport) {
-	have := false
-	for _, p := range phases {
-		have = have || p.Database != nil
-	}
-	if !have {
+	if !slices.ContainsFunc(phases, func(p phaseReport) bool { return p.Database != nil }) {
 		return
 	}
 	fmt.Fprintln(w, "\nPostgreSQL per phase (WAL, pages read into its buffers and commits per event stored; checkpoints started during the phase):")
@@ -1022,11 +1018,7 @@ func printDatabase(w io.Writer, phases []phaseReport) {
 // printWriterIO writes, per phase, the I/O system calls per event stored of the process that
 // wrote the embedded store, when the system told.
 func printWriterIO(w io.Writer, phases []phaseReport) {
-	have := false
-	for _, p := range phases {
-		have = have || p.WriterIO != nil
-	}
-	if !have {
+	if !slices.ContainsFunc(phases, func(p phaseReport) bool { return p.WriterIO != nil }) {
 		return
 	}
 	fmt.Fprintln(w, "\nThe embedded store's writing process per phase (the server in a service phase, the bench in the others;\n"+
