@@ -3,6 +3,7 @@ package ringcentral
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,10 +37,12 @@ type fakeRC struct {
 	pages      [][]callLogRecord
 	fail429    int // call-log requests still to answer 429
 	logCalls   int
-	subExpires int      // the expiresIn of a subscription
-	requests   []string // the ClientRequests taken, as "METHOD path"
-	wsTokens   int      // WebSocket tokens given
-	sockets    int      // WebSocket connections being served
+	subExpires int         // the expiresIn of a subscription
+	requests   []string    // the ClientRequests taken, as "METHOD path"
+	wsTokens   int         // WebSocket tokens given
+	sockets    int         // WebSocket connections being served
+	current    *fakeSocket // the latest WebSocket connection, while it is served
+	pongs      [][]byte    // the payloads of the Pongs received, in order
 	// The call log's X-Rate-Limit-* headers: none when noRateHeaders, else Remaining of 10 per
 	// 60 s in the group "heavy".
 	noRateHeaders bool
@@ -150,6 +153,32 @@ func (f *fakeRC) wstoken(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"uri":"ws://%s/ws","ws_access_token":"ws-token","expires_in":60}`, r.Host)
 }
 
+// fakeSocket is one WebSocket connection of the fake gateway, written by one frame sequence at a
+// time.
+type fakeSocket struct {
+	conn net.Conn
+	wmu  sync.Mutex
+}
+
+// write writes frames one after the other, nothing between them.
+func (s *fakeSocket) write(frames ...ws.Frame) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for _, fr := range frames {
+		if err := ws.WriteFrame(s.conn, fr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *fakeSocket) text(msg string) error { return s.write(ws.NewTextFrame([]byte(msg))) }
+
+// notification is the gateway's message for a notification body.
+func notificationMessage(body []byte) string {
+	return fmt.Sprintf(`[{"type":"ServerNotification","messageId":"%d","status":200,"headers":{"RCRequestId":"x"}},%s]`, time.Now().UnixNano(), body)
+}
+
 func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("access_token") != "ws-token" {
 		http.Error(w, "no token", http.StatusUnauthorized)
@@ -160,69 +189,143 @@ func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.Close()
+	sock := &fakeSocket{conn: conn}
 	f.mu.Lock()
 	f.wsConns = append(f.wsConns, conn)
 	f.sockets++
+	f.current = sock
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
 		f.sockets--
+		if f.current == sock {
+			f.current = nil
+		}
 		f.mu.Unlock()
 	}()
-	var wmu sync.Mutex
-	write := func(s string) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		return wsutil.WriteServerText(conn, []byte(s))
-	}
 	// A ping first: the client answers it while it waits for its first message.
-	wmu.Lock()
-	_ = ws.WriteFrame(conn, ws.NewPingFrame([]byte("are you there")))
-	wmu.Unlock()
-	_ = write(`[{"type":"ConnectionDetails","messageId":"1","status":200,"headers":{"RCRequestId":"1"},"wsc":{"token":"wsc-1","sequence":1}},{"creationTime":"2023-06-06T10:00:00Z","maxConnectionsPerSession":5,"recoveryBufferSize":100,"recoveryTimeout":180,"idleTimeout":900,"absoluteTimeout":86400,"maxActiveRequests":10}]`)
+	_ = sock.write(ws.NewPingFrame([]byte("are you there")))
+	_ = sock.text(`[{"type":"ConnectionDetails","messageId":"1","status":200,"headers":{"RCRequestId":"1"},"wsc":{"token":"wsc-1","sequence":1}},{"creationTime":"2023-06-06T10:00:00Z","maxConnectionsPerSession":5,"recoveryBufferSize":100,"recoveryTimeout":180,"idleTimeout":900,"absoluteTimeout":86400,"maxActiveRequests":10}]`)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
-			b, err := wsutil.ReadClientText(conn)
-			if err != nil {
-				return
-			}
-			var parts []map[string]any
-			if json.Unmarshal(b, &parts) != nil || len(parts) == 0 {
-				continue
-			}
-			id, _ := parts[0]["messageId"].(string)
-			switch parts[0]["type"] {
-			case "Heartbeat":
-				_ = write(fmt.Sprintf(`[{"type":"Heartbeat","messageId":%q,"status":200}]`, id))
-			case "ClientRequest":
-				method, _ := parts[0]["method"].(string)
-				path, _ := parts[0]["path"].(string)
-				f.mu.Lock()
-				if method == "POST" {
-					f.subscribed++
-				}
-				f.requests = append(f.requests, method+" "+path)
-				exp := f.subExpires
-				f.mu.Unlock()
-				_ = write(fmt.Sprintf(`[{"type":"ClientRequest","messageId":%q,"status":200,"headers":{"Content-Type":"application/json"}},{"id":"b6d5bde8-f5c5-4e3b-a5c1-6f1f3d1c5f4a","creationTime":"2023-06-06T10:00:00.000Z","status":"Active","eventFilters":["/restapi/v1.0/account/400129284008/telephony/sessions"],"expirationTime":"2023-06-06T10:15:00.000Z","expiresIn":%d,"deliveryMode":{"transportType":"WebSocket","encryption":false}}]`, id, exp))
-			}
-		}
+		f.readClient(sock)
 	}()
 	for {
 		select {
 		case <-done:
 			return
 		case b := <-f.push:
-			msg := fmt.Sprintf(`[{"type":"ServerNotification","messageId":"%d","status":200,"headers":{"RCRequestId":"x"}},%s]`, time.Now().UnixNano(), b)
-			if write(msg) != nil {
+			if sock.text(notificationMessage(b)) != nil {
 				// Not delivered: keep it for the next connection, as the gateway's recovery would.
 				f.push <- b
 				return
 			}
 		}
 	}
+}
+
+// readClient reads what the client sends on sock until it fails: it answers heartbeats and
+// subscription requests, answers Pings, and keeps the payload of every Pong. Client frames must
+// be masked (RFC 6455 §5.3): the reader refuses one that is not.
+func (f *fakeRC) readClient(sock *fakeSocket) {
+	control := func(h ws.Header, r io.Reader) error {
+		switch h.OpCode {
+		case ws.OpPong:
+			b, err := io.ReadAll(r)
+			if err != nil {
+				return err
+			}
+			f.mu.Lock()
+			f.pongs = append(f.pongs, b)
+			f.mu.Unlock()
+			return nil
+		case ws.OpPing:
+			b, err := io.ReadAll(r)
+			if err != nil {
+				return err
+			}
+			return sock.write(ws.NewPongFrame(b))
+		default:
+			return io.EOF // a Close: the connection ends
+		}
+	}
+	rd := wsutil.Reader{Source: sock.conn, State: ws.StateServerSide, CheckUTF8: true, OnIntermediate: control}
+	for {
+		h, err := rd.NextFrame()
+		if err != nil {
+			return
+		}
+		if h.OpCode.IsControl() {
+			if control(h, &rd) != nil {
+				return
+			}
+			continue
+		}
+		b, err := io.ReadAll(&rd)
+		if err != nil {
+			return
+		}
+		var parts []map[string]any
+		if json.Unmarshal(b, &parts) != nil || len(parts) == 0 {
+			continue
+		}
+		id, _ := parts[0]["messageId"].(string)
+		switch parts[0]["type"] {
+		case "Heartbeat":
+			_ = sock.text(fmt.Sprintf(`[{"type":"Heartbeat","messageId":%q,"status":200}]`, id))
+		case "ClientRequest":
+			method, _ := parts[0]["method"].(string)
+			path, _ := parts[0]["path"].(string)
+			f.mu.Lock()
+			if method == "POST" {
+				f.subscribed++
+			}
+			f.requests = append(f.requests, method+" "+path)
+			exp := f.subExpires
+			f.mu.Unlock()
+			_ = sock.text(fmt.Sprintf(`[{"type":"ClientRequest","messageId":%q,"status":200,"headers":{"Content-Type":"application/json"}},{"id":"b6d5bde8-f5c5-4e3b-a5c1-6f1f3d1c5f4a","creationTime":"2023-06-06T10:00:00.000Z","status":"Active","eventFilters":["/restapi/v1.0/account/400129284008/telephony/sessions"],"expirationTime":"2023-06-06T10:15:00.000Z","expiresIn":%d,"deliveryMode":{"transportType":"WebSocket","encryption":false}}]`, id, exp))
+		}
+	}
+}
+
+// ping sends a Ping with payload on the current socket.
+func (f *fakeRC) ping(t testing.TB, payload []byte) {
+	t.Helper()
+	if err := f.currentSocket(t).write(ws.NewPingFrame(payload)); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+}
+
+// pushFragmented sends the notification body on the current socket as a text message of two
+// fragments with a Ping of payload between them (RFC 6455 §5.4 lets control frames come between
+// fragments).
+func (f *fakeRC) pushFragmented(t testing.TB, body []byte, payload []byte) {
+	t.Helper()
+	msg := notificationMessage(body)
+	half := len(msg) / 2
+	err := f.currentSocket(t).write(ws.NewFrame(ws.OpText, false, []byte(msg[:half])), ws.NewPingFrame(payload),
+		ws.NewFrame(ws.OpContinuation, true, []byte(msg[half:])))
+	if err != nil {
+		t.Fatalf("fragmented notification: %v", err)
+	}
+}
+
+func (f *fakeRC) currentSocket(t testing.TB) *fakeSocket {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.current == nil {
+		t.Fatal("no WebSocket connection")
+	}
+	return f.current
+}
+
+// pongPayloads returns the payloads of the Pongs the gateway received, in order.
+func (f *fakeRC) pongPayloads() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.pongs)
 }
 
 // dropSockets closes every WebSocket connection, as a network failure would.

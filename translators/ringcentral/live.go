@@ -81,12 +81,36 @@ type wsToken struct {
 	ExpiresIn   int    `json:"expires_in"`
 }
 
-// conn is one WebSocket connection to the gateway: reads from one goroutine, writes (each
-// message framed whole, then written at once) from any.
+// writeTimeout bounds one write to the gateway. RingCentral's gateway closes a connection whose
+// Pong is not back within 10 seconds of its Ping.
+const writeTimeout = 10 * time.Second
+
+// conn is one WebSocket connection to the gateway: reads from one goroutine, writes from any.
+// Each write is one whole frame, written under mu with its own deadline, so that a Pong (written
+// by the reader) and a message (written by the heartbeat sender) never interleave, and a Pong
+// after an idle spell is not refused by the deadline of an earlier write.
 type conn struct {
-	nc net.Conn
-	r  io.Reader  // nc, after what the dialer buffered
-	mu sync.Mutex // held while a frame is written
+	nc  net.Conn
+	r   io.Reader        // nc, after what the dialer buffered
+	now func() time.Time // the clock of the deadlines
+	mu  sync.Mutex       // held while a frame is written
+}
+
+// newConn is a connection over nc, reading from r (nc, or what the dialer buffered before it),
+// setting its deadlines by now.
+func newConn(nc net.Conn, r io.Reader, now func() time.Time) *conn {
+	return &conn{nc: nc, r: r, now: now}
+}
+
+// write writes one whole frame, within writeTimeout from now.
+func (c *conn) write(frame []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.nc.SetWriteDeadline(c.now().Add(writeTimeout)); err != nil {
+		return err
+	}
+	_, err := c.nc.Write(frame)
+	return err
 }
 
 func (c *conn) send(meta wsMeta, body any) error {
@@ -102,33 +126,30 @@ func (c *conn) send(meta wsMeta, body any) error {
 	if err := wsutil.WriteClientText(&frame, b); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_ = c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	_, err = c.nc.Write(frame.Bytes())
-	return err
+	return c.write(frame.Bytes())
 }
 
-// control answers a control frame (ping, close), framing the answer whole before writing it,
-// so that it never interleaves with a message being sent.
+// control answers a control frame as RFC 6455 §5.5 requires: a Ping with a Pong carrying the
+// same payload, a Close with a Close (and an error); a Pong needs no answer. The answer is
+// framed whole before it is written.
 func (c *conn) control(h ws.Header, r io.Reader) error {
 	var buf bytes.Buffer
 	err := wsutil.ControlHandler{DisableSrcCiphering: true, Src: r, Dst: &buf, State: ws.StateClientSide}.Handle(h)
 	if buf.Len() > 0 {
-		c.mu.Lock()
-		_, werr := c.nc.Write(buf.Bytes())
-		c.mu.Unlock()
-		err = errors.Join(err, werr)
+		err = errors.Join(err, c.write(buf.Bytes()))
 	}
 	return err
 }
 
-// read returns the next text message, waiting at most silenceLimit for it and answering the
-// control frames that come before it. A message larger than maxMessage is an error.
+// read returns the next text message, answering the control frames that come before it and
+// between its fragments. It fails when nothing at all (not even a Ping) came for silenceLimit,
+// or on a message larger than maxMessage.
 func (c *conn) read() ([]byte, error) {
-	_ = c.nc.SetReadDeadline(time.Now().Add(silenceLimit))
 	rd := wsutil.Reader{Source: c.r, State: ws.StateClientSide, CheckUTF8: true, OnIntermediate: c.control}
 	for {
+		if err := c.nc.SetReadDeadline(c.now().Add(silenceLimit)); err != nil {
+			return nil, err
+		}
 		h, err := rd.NextFrame()
 		if err != nil {
 			return nil, err
@@ -178,10 +199,11 @@ func (l *live) session(ctx context.Context) error {
 		}
 		return &APIError{Op: "connect to the WebSocket gateway", Err: err}
 	}
-	c := &conn{nc: nc, r: nc}
+	var r io.Reader = nc
 	if br != nil {
-		c.r = io.MultiReader(br, nc)
+		r = io.MultiReader(br, nc)
 	}
+	c := newConn(nc, r, time.Now)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { <-ctx.Done(); nc.Close() }()
