@@ -43,6 +43,15 @@ type fakeRC struct {
 	sockets    int         // WebSocket connections being served
 	current    *fakeSocket // the latest WebSocket connection, while it is served
 	pongs      [][]byte    // the payloads of the Pongs received, in order
+	// The gateway's sessions, by context token (see gwSessionState).
+	gwSessions map[string]*gwSessionState
+	gwN        int
+	wscAsked   []string // the wsc each WebSocket connection named, "" for none, in order
+	recovered  int      // sessions recovered
+	// refuseRecovery, when set, is the recoveryErrorCode of a Failed answer to every recovery.
+	refuseRecovery string
+	// gate, when set, holds new WebSocket connections until it is closed.
+	gate chan struct{}
 	// The call log's X-Rate-Limit-* headers: none when noRateHeaders, else Remaining of 10 per
 	// 60 s in the group "heavy".
 	noRateHeaders bool
@@ -179,10 +188,76 @@ func notificationMessage(body []byte) string {
 	return fmt.Sprintf(`[{"type":"ServerNotification","messageId":"%d","status":200,"headers":{"RCRequestId":"x"}},%s]`, time.Now().UnixNano(), body)
 }
 
+// gwSessionState is a WebSocket session of the fake gateway: what a reconnect naming its context token
+// (wsc) recovers.
+type gwSessionState struct {
+	token      string
+	sequence   int64
+	subscribed bool
+	// ready is closed once the session has a subscription: the gateway sends notifications to a
+	// session only then.
+	ready chan struct{}
+}
+
+// The fake gateway's session recovery is built from RingCentral's guide "Recovering a WebSocket
+// session" (https://developers.ringcentral.com/guide/notifications/websockets/session-recovery;
+// source ringcentral/ringcentral-api-docs docs/notifications/websockets/session-recovery.md and
+// code-samples/websockets/session-recovery.json and connection-details.json) and from the
+// gateway's answers recorded in tylerlong/rc-ws-recover-test README.md (no licence stated; read,
+// not copied):
+//   - every connection opens with a ConnectionDetails whose header carries the session's context
+//     token, "wsc": {"token", "sequence"}, and whose body gives recoveryTimeout (180) and
+//     recoveryBufferSize (100);
+//   - a connection whose URL names a known token (...&wsc=<token>) of a session with a
+//     subscription recovers it: recoveryState "Successful", the subscription kept, and the
+//     notifications sent while no connection was there delivered;
+//   - a token of a session without a subscription: recoveryState "Failed", recoveryErrorCode
+//     "WSG-1005"; a token of another OAuth session: "Failed", "WSG-1003" (refuseRecovery makes
+//     the fake answer so); either way a new session on the same connection, whose subscription
+//     must be made anew, and the notifications of the gap lost;
+//   - a token the gateway cannot read: an Error, WSG-400 "Malformed WebSocket session context
+//     token", and the connection closed;
+//   - no token: a new session, no recoveryState.
+
+// connectionDetailsMessage is the fake's ConnectionDetails message for session s; state is its
+// recoveryState ("" for none) and code its recoveryErrorCode.
+func connectionDetailsMessage(s *gwSessionState, state, code string) string {
+	recovery := ""
+	if state != "" {
+		recovery = fmt.Sprintf(`"recoveryState":%q,`, state)
+	}
+	if code != "" {
+		recovery += fmt.Sprintf(`"recoveryErrorCode":%q,`, code)
+	}
+	return fmt.Sprintf(`[{"type":"ConnectionDetails","messageId":"cd-%d","status":200,"headers":{"RCRequestId":"cd-%d"},"wsc":{"token":%q,"sequence":%d}},{"creationTime":"2023-06-06T10:00:00Z",%s"maxConnectionsPerSession":5,"recoveryBufferSize":100,"recoveryTimeout":180,"idleTimeout":1800,"absoluteTimeout":86400,"maxActiveRequests":10}]`,
+		s.sequence, s.sequence, s.token, s.sequence, recovery)
+}
+
+// newGWSession starts a gateway session. f.mu is held.
+func (f *fakeRC) newGWSession() *gwSessionState {
+	f.gwN++
+	s := &gwSessionState{token: fmt.Sprintf("wsc-%d", f.gwN), sequence: 1, ready: make(chan struct{})}
+	if f.gwSessions == nil {
+		f.gwSessions = map[string]*gwSessionState{}
+	}
+	f.gwSessions[s.token] = s
+	return s
+}
+
 func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("access_token") != "ws-token" {
 		http.Error(w, "no token", http.StatusUnauthorized)
 		return
+	}
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	conn, _, _, err := ws.UpgradeHTTP(r, w)
 	if err != nil {
@@ -190,10 +265,31 @@ func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
 	}
 	defer conn.Close()
 	sock := &fakeSocket{conn: conn}
+	wsc := r.URL.Query().Get("wsc")
 	f.mu.Lock()
 	f.wsConns = append(f.wsConns, conn)
+	f.wscAsked = append(f.wscAsked, wsc)
 	f.sockets++
 	f.current = sock
+	var sess *gwSessionState
+	var details string
+	switch old, known := f.gwSessions[wsc]; {
+	case wsc == "":
+		sess = f.newGWSession()
+		details = connectionDetailsMessage(sess, "", "")
+	case !known:
+	case f.refuseRecovery != "":
+		sess = f.newGWSession()
+		details = connectionDetailsMessage(sess, "Failed", f.refuseRecovery)
+	case !old.subscribed:
+		sess = f.newGWSession()
+		details = connectionDetailsMessage(sess, "Failed", "WSG-1005")
+	default:
+		sess = old
+		sess.sequence++
+		f.recovered++
+		details = connectionDetailsMessage(sess, "Successful", "")
+	}
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
@@ -205,19 +301,28 @@ func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
 	}()
 	// A ping first: the client answers it while it waits for its first message.
 	_ = sock.write(ws.NewPingFrame([]byte("are you there")))
-	_ = sock.text(`[{"type":"ConnectionDetails","messageId":"1","status":200,"headers":{"RCRequestId":"1"},"wsc":{"token":"wsc-1","sequence":1}},{"creationTime":"2023-06-06T10:00:00Z","maxConnectionsPerSession":5,"recoveryBufferSize":100,"recoveryTimeout":180,"idleTimeout":900,"absoluteTimeout":86400,"maxActiveRequests":10}]`)
+	if sess == nil {
+		_ = sock.text(`[{"type":"Error","messageId":"err-1","status":400},{"errorCode":"WSG-400","message":"Malformed WebSocket session context token"}]`)
+		return
+	}
+	_ = sock.text(details)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.readClient(sock)
+		f.readClient(sock, sess)
 	}()
+	select {
+	case <-done:
+		return
+	case <-sess.ready:
+	}
 	for {
 		select {
 		case <-done:
 			return
 		case b := <-f.push:
 			if sock.text(notificationMessage(b)) != nil {
-				// Not delivered: keep it for the next connection, as the gateway's recovery would.
+				// Not delivered: the gateway keeps it for the session's recovery.
 				f.push <- b
 				return
 			}
@@ -228,7 +333,7 @@ func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
 // readClient reads what the client sends on sock until it fails: it answers heartbeats and
 // subscription requests, answers Pings, and keeps the payload of every Pong. Client frames must
 // be masked (RFC 6455 §5.3): the reader refuses one that is not.
-func (f *fakeRC) readClient(sock *fakeSocket) {
+func (f *fakeRC) readClient(sock *fakeSocket, sess *gwSessionState) {
 	control := func(h ws.Header, r io.Reader) error {
 		switch h.OpCode {
 		case ws.OpPong:
@@ -278,13 +383,31 @@ func (f *fakeRC) readClient(sock *fakeSocket) {
 			method, _ := parts[0]["method"].(string)
 			path, _ := parts[0]["path"].(string)
 			f.mu.Lock()
+			first := false
 			if method == "POST" {
+				if f.subscribed > 0 {
+					// A new subscription of a session not recovered: what the gateway kept for
+					// the lost session is lost with it.
+				drain:
+					for {
+						select {
+						case <-f.push:
+						default:
+							break drain
+						}
+					}
+				}
 				f.subscribed++
+				first = !sess.subscribed
+				sess.subscribed = true
 			}
 			f.requests = append(f.requests, method+" "+path)
 			exp := f.subExpires
 			f.mu.Unlock()
 			_ = sock.text(fmt.Sprintf(`[{"type":"ClientRequest","messageId":%q,"status":200,"headers":{"Content-Type":"application/json"}},{"id":"b6d5bde8-f5c5-4e3b-a5c1-6f1f3d1c5f4a","creationTime":"2023-06-06T10:00:00.000Z","status":"Active","eventFilters":["/restapi/v1.0/account/400129284008/telephony/sessions"],"expirationTime":"2023-06-06T10:15:00.000Z","expiresIn":%d,"deliveryMode":{"transportType":"WebSocket","encryption":false}}]`, id, exp))
+			if first {
+				close(sess.ready)
+			}
 		}
 	}
 }
@@ -326,6 +449,37 @@ func (f *fakeRC) pongPayloads() [][]byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.pongs)
+}
+
+// recoveries is how many sessions the gateway recovered.
+func (f *fakeRC) recoveries() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recovered
+}
+
+// wscNamed returns the context token each WebSocket connection named ("" for none), in order.
+func (f *fakeRC) wscNamed() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.wscAsked)
+}
+
+// holdSockets makes new WebSocket connections wait until releaseSockets.
+func (f *fakeRC) holdSockets() {
+	f.mu.Lock()
+	f.gate = make(chan struct{})
+	f.mu.Unlock()
+}
+
+// releaseSockets lets the held WebSocket connections in, and those after them.
+func (f *fakeRC) releaseSockets() {
+	f.mu.Lock()
+	if f.gate != nil {
+		close(f.gate)
+		f.gate = nil
+	}
+	f.mu.Unlock()
 }
 
 // dropSockets closes every WebSocket connection, as a network failure would.

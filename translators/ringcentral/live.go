@@ -46,6 +46,7 @@ type live struct {
 	health func(error)
 
 	lastForget time.Time // when ended and silent sessions were last dropped
+	gw         gwSession // the gateway session, kept across connections to recover it
 }
 
 // run connects, subscribes and maps notifications until ctx ends, reconnecting with backoff.
@@ -65,7 +66,12 @@ func (l *live) run(ctx context.Context) error {
 		if l.now().Sub(start) > healthyAfter {
 			backoff = minReconnect
 		}
-		l.log.Warn("ringcentral: live connection lost; reconnecting (the call-log poll covers the gap)", "error", err, "retry_in", backoff.String())
+		if l.gw.recoverable(l.now()) {
+			l.log.Warn("ringcentral: live connection lost; reconnecting to recover the WebSocket session (the gateway keeps what it sends meanwhile)",
+				"error", err, "retry_in", backoff.String(), "recovery_window", l.gw.window.String())
+		} else {
+			l.log.Warn("ringcentral: live connection lost; reconnecting (the call-log poll covers the gap)", "error", err, "retry_in", backoff.String())
+		}
 		if err := sleep(ctx, backoff); err != nil {
 			return nil
 		}
@@ -174,7 +180,67 @@ func (c *conn) read() ([]byte, error) {
 	}
 }
 
-// session is one connection's life: token, connect, subscribe, read until it fails.
+// WebSocket session recovery, as RingCentral's guide "Recovering a WebSocket session"
+// (https://developers.ringcentral.com/guide/notifications/websockets/session-recovery) describes
+// it: a reconnect that names the session's context token (wsc) within the recovery window keeps
+// the session's subscriptions, and the gateway sends the notifications it kept meanwhile.
+const (
+	// recoverySuccessful is the recoveryState of a recovered session; "Failed" is the other.
+	recoverySuccessful = "Successful"
+	// defaultRecoveryWindow is the window the guide states ("within 180 seconds"), for a
+	// ConnectionDetails without recoveryTimeout.
+	defaultRecoveryWindow = 180 * time.Second
+)
+
+// wscToken is the WebSocket session context the gateway puts in the header of its
+// ConnectionDetails (and may put in others'): the token a reconnect names to recover the session,
+// and the sequence that orders the tokens given.
+type wscToken struct {
+	Token    string `json:"token"`
+	Sequence int64  `json:"sequence"`
+}
+
+// connectionDetails is the body of the ConnectionDetails message that opens every connection.
+type connectionDetails struct {
+	// RecoveryTimeout is the recovery window, in seconds.
+	RecoveryTimeout int `json:"recoveryTimeout"`
+	// RecoveryState is "Successful" or "Failed" on a connection that asked to recover a session,
+	// absent on one that did not.
+	RecoveryState string `json:"recoveryState"`
+	// RecoveryErrorCode says why a recovery failed ("WSG-1003", "WSG-1005"...).
+	RecoveryErrorCode string `json:"recoveryErrorCode"`
+}
+
+// gwSession is what the live path keeps of its gateway session from one connection to the next,
+// to recover it. It is used by the goroutine running the sessions only.
+type gwSession struct {
+	wsc     wscToken
+	window  time.Duration // the recovery window the gateway gave
+	subID   string        // the session's subscription; "" when it has none
+	expires time.Duration // the subscription's lifetime
+	renewAt time.Time     // when the subscription is next renewed
+	lostAt  time.Time     // when the session's last connection was lost; zero while it is up
+}
+
+// take keeps the session context of a message's header: always that of a ConnectionDetails (it
+// opens or recovers a session), another's when its sequence is newer than the one kept.
+func (g *gwSession) take(meta wsMeta) {
+	if meta.WSC == nil || meta.WSC.Token == "" {
+		return
+	}
+	if meta.Type == msgConnectionDetails || g.wsc.Token == "" || meta.WSC.Sequence > g.wsc.Sequence {
+		g.wsc = *meta.WSC
+	}
+}
+
+// recoverable reports whether a connection made at now may recover the session: the session has
+// a subscription and a context token, and lost its connection less than the window ago.
+func (g *gwSession) recoverable(now time.Time) bool {
+	return g.wsc.Token != "" && g.subID != "" && !g.lostAt.IsZero() && now.Sub(g.lostAt) < g.window
+}
+
+// session is one connection's life: token, connect, recover the session or subscribe, read until
+// the connection fails.
 func (l *live) session(ctx context.Context) error {
 	var tok wsToken
 	if _, err := l.api.do(ctx, "get a WebSocket token", "POST", "/restapi/oauth/wstoken", nil, &tok); err != nil {
@@ -184,8 +250,12 @@ func (l *live) session(ctx context.Context) error {
 	if err != nil || (u.Scheme != "wss" && u.Scheme != "ws") || tok.AccessToken == "" {
 		return &APIError{Op: "get a WebSocket token", Message: fmt.Sprintf("the answer has no usable uri (%q) or ws_access_token", tok.URI)}
 	}
+	recovering := l.gw.recoverable(l.now())
 	q := u.Query()
 	q.Set("access_token", tok.AccessToken)
+	if recovering {
+		q.Set("wsc", l.gw.wsc.Token)
+	}
 	u.RawQuery = q.Encode()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	nc, br, _, err := ws.Dialer{}.Dial(dctx, u.String())
@@ -208,18 +278,56 @@ func (l *live) session(ctx context.Context) error {
 	defer stop()
 	go func() { <-ctx.Done(); nc.Close() }()
 
-	subID, expires, err := l.subscribe(ctx, c)
+	// Nothing is sent before the ConnectionDetails: the guide asks so of a recovering client.
+	details, err := l.connectionDetails(ctx, c)
 	if err != nil {
+		var ae *APIError
+		if recovering && errors.As(err, &ae) && ae.Op == "WebSocket gateway" {
+			// The gateway refused the context token itself (a malformed one is answered
+			// WSG-400 and the connection closed): the next connection starts a new session.
+			l.log.Warn("ringcentral: the gateway refused the WebSocket session's context token; the next connection subscribes anew (the call-log poll covers what was sent while the socket was down)",
+				"error", err)
+			l.gw = gwSession{}
+		}
 		return err
 	}
+	l.gw.window = defaultRecoveryWindow
+	if details.RecoveryTimeout > 0 {
+		l.gw.window = time.Duration(details.RecoveryTimeout) * time.Second
+	}
+	switch {
+	case recovering && details.RecoveryState == recoverySuccessful:
+		l.log.Info("ringcentral: WebSocket session recovered; the gateway sends the notifications it kept while the socket was down",
+			"subscription", l.gw.subID, "down_for", l.now().Sub(l.gw.lostAt).String())
+	default:
+		switch {
+		case recovering:
+			l.log.Warn("ringcentral: WebSocket session not recovered; subscribing anew (the call-log poll covers what was sent while the socket was down)",
+				"recovery_state", details.RecoveryState, "recovery_error", details.RecoveryErrorCode)
+		case l.gw.subID != "" && !l.gw.lostAt.IsZero():
+			l.log.Warn("ringcentral: the WebSocket session's recovery window has passed; subscribing anew (the call-log poll covers what was sent while the socket was down)",
+				"down_for", l.now().Sub(l.gw.lostAt).String(), "recovery_window", l.gw.window.String())
+		}
+		l.gw.subID = "" // a session not recovered has no subscription
+		subID, expires, err := l.subscribe(ctx, c)
+		if err != nil {
+			return err
+		}
+		l.gw.subID, l.gw.expires, l.gw.renewAt = subID, expires, l.now().Add(renewIn(expires))
+		l.log.Info("ringcentral: subscribed to telephony sessions", "subscription", subID)
+	}
+	l.gw.lostAt = time.Time{}
 	l.health(nil)
-	l.log.Info("ringcentral: subscribed to telephony sessions", "subscription", subID)
 
-	// Heartbeats and the subscription's renewal.
+	// Heartbeats and the subscription's renewal; renewed tells the next connection when the
+	// subscription is due.
+	renewed := make(chan time.Time, 1)
+	subID, expires, renewAt := l.gw.subID, l.gw.expires, l.gw.renewAt
 	go func() {
+		defer func() { renewed <- renewAt }()
 		hb := time.NewTicker(heartbeatEvery)
 		defer hb.Stop()
-		renew := time.NewTimer(renewIn(expires))
+		renew := time.NewTimer(max(renewAt.Sub(l.now()), time.Second))
 		defer renew.Stop()
 		for {
 			select {
@@ -236,9 +344,14 @@ func (l *live) session(ctx context.Context) error {
 					nc.Close()
 					return
 				}
+				renewAt = l.now().Add(renewIn(expires))
 				renew.Reset(renewIn(expires))
 			}
 		}
+	}()
+	defer func() {
+		stop()
+		l.gw.renewAt = <-renewed
 	}()
 
 	for {
@@ -247,11 +360,43 @@ func (l *live) session(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			l.gw.lostAt = l.now()
 			return &APIError{Op: "read the WebSocket", Err: err}
 		}
 		if err := l.handle(ctx, b); err != nil {
+			l.gw.lostAt = l.now()
 			return err
 		}
+	}
+}
+
+// connectionDetails waits for the ConnectionDetails that opens a connection and returns its
+// body. An Error message instead ends the connection.
+func (l *live) connectionDetails(ctx context.Context, c *conn) (connectionDetails, error) {
+	var d connectionDetails
+	for {
+		b, err := c.read()
+		if err != nil {
+			return d, &APIError{Op: "connect to the WebSocket gateway", Err: err}
+		}
+		meta, body, err := decodeMessage(b)
+		if err != nil {
+			l.log.Warn("ringcentral: unreadable WebSocket message skipped", "error", err)
+			continue
+		}
+		if meta.Type != msgConnectionDetails {
+			if err := l.handle(ctx, b); err != nil {
+				return d, err
+			}
+			continue
+		}
+		l.gw.take(meta)
+		if body != nil {
+			if err := json.Unmarshal(body, &d); err != nil {
+				return d, &APIError{Op: "connect to the WebSocket gateway", Message: fmt.Sprintf("unreadable ConnectionDetails: %v", err)}
+			}
+		}
+		return d, nil
 	}
 }
 
@@ -281,6 +426,7 @@ func (l *live) subscribe(ctx context.Context, c *conn) (string, time.Duration, e
 			l.log.Warn("ringcentral: unreadable WebSocket message skipped", "error", err)
 			continue
 		}
+		l.gw.take(meta)
 		if meta.MessageID != id || (meta.Type != msgClientRequest && meta.Type != msgError) {
 			if err := l.handle(ctx, b); err != nil {
 				return "", 0, err
@@ -317,10 +463,21 @@ func (l *live) handle(ctx context.Context, b []byte) error {
 		l.log.Warn("ringcentral: unreadable WebSocket message skipped", "error", err)
 		return nil
 	}
+	l.gw.take(meta)
 	switch meta.Type {
 	case msgServerNotification:
 	case msgError:
-		return &APIError{Op: "WebSocket gateway", Status: max(meta.Status, 500), Message: string(body)}
+		e := &APIError{Op: "WebSocket gateway", Status: max(meta.Status, 500)}
+		var v struct {
+			ErrorCode string `json:"errorCode"`
+			Message   string `json:"message"`
+		}
+		if json.Unmarshal(body, &v) == nil && (v.ErrorCode != "" || v.Message != "") {
+			e.Code, e.Message = v.ErrorCode, v.Message
+		} else {
+			e.Message = string(body)
+		}
+		return e
 	default:
 		return nil // heartbeats, connection details, answers to renewals
 	}

@@ -88,9 +88,10 @@ func TestLiveTokenExpiry(t *testing.T) {
 
 // TestLiveSocketDrop drops the WebSocket in the middle of a call while the access token is valid:
 // the translator gets a new WebSocket token with the token it has (no new sign-in, no refresh),
-// connects and subscribes again, and the call's later notifications arrive on the new socket.
-// Whether the gateway sends only what follows or the call again from its start, the call's
-// events are exactly the scenario's: none lost, none twice.
+// connects naming its session's context token, the gateway recovers the session (its
+// subscription kept, none made anew), and the call's later notifications arrive on the new
+// socket. Whether the gateway sends only what follows or the call again from its start, the
+// call's events are exactly the scenario's: none lost, none twice.
 func TestLiveSocketDrop(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -110,11 +111,11 @@ func TestLiveSocketDrop(t *testing.T) {
 			rec.waitFor(t, 3, 10*time.Second)
 
 			f.dropSockets()
-			// Subscribed again on a new socket, and the dropped socket's server side gone (so
-			// that nothing pushed now can go to it).
-			waitUntil(t, "the subscription on a new socket", func() bool {
-				s, _, sockets, _ := f.counts()
-				return s == 2 && sockets == 1
+			// The session recovered on a new socket, and the dropped socket's server side gone
+			// (so that nothing pushed now can go to it).
+			waitUntil(t, "the session recovered on a new socket", func() bool {
+				_, _, sockets, _ := f.counts()
+				return f.recoveries() == 1 && sockets == 1
 			})
 			pushAll(f, tt.again(notes))
 			pushAll(f, scenario(t, "normal_call"))
@@ -125,8 +126,8 @@ func TestLiveSocketDrop(t *testing.T) {
 
 			matchGolden(t, "hold", eventsOf(rec.events(), holdCall))
 			subscribed, wsTokens, _, grants := f.counts()
-			if subscribed != 2 || wsTokens != 2 {
-				t.Errorf("%d subscriptions, %d WebSocket tokens, want 2 of each (one per socket)", subscribed, wsTokens)
+			if subscribed != 1 || wsTokens != 2 {
+				t.Errorf("%d subscriptions, %d WebSocket tokens, want 1 subscription (recovered) and a token per socket", subscribed, wsTokens)
 			}
 			if !slices.Equal(grants, []string{jwtGrant}) {
 				t.Errorf("grants %v, want the one sign-in: the token was valid", grants)

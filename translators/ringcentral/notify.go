@@ -26,6 +26,8 @@ type wsMeta struct {
 	Method    string            `json:"method,omitempty"`
 	Path      string            `json:"path,omitempty"`
 	Headers   map[string]string `json:"headers,omitempty"`
+	// WSC is the WebSocket session context, which a reconnect names to recover the session.
+	WSC *wscToken `json:"wsc,omitempty"`
 }
 
 // maxMessage bounds a WebSocket message the decoder takes.
