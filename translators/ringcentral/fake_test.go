@@ -203,8 +203,8 @@ type gwSessionState struct {
 // session" (https://developers.ringcentral.com/guide/notifications/websockets/session-recovery;
 // source ringcentral/ringcentral-api-docs docs/notifications/websockets/session-recovery.md and
 // code-samples/websockets/session-recovery.json and connection-details.json) and from the
-// gateway's answers recorded in tylerlong/rc-ws-recover-test README.md (no licence stated; read,
-// not copied):
+// gateway's answers recorded in tylerlong/rc-ws-recover-test README.md (its package.json says
+// "UNLICENSED": read, nothing copied; the guide's repository states no licence either):
 //   - every connection opens with a ConnectionDetails whose header carries the session's context
 //     token, "wsc": {"token", "sequence"}, and whose body gives recoveryTimeout (180) and
 //     recoveryBufferSize (100);
