@@ -65,8 +65,18 @@ type Tracker struct {
 	calls map[string]*call // by the Linkedid the call is filed under
 	alias map[string]string
 	legs  map[string]*leg // by Uniqueid
-	stats TrackerStats
+	// hungUp holds the Uniqueids of the last maxHungUp channels that hung up, oldest first in
+	// hungUpOrder: Asterisk still sends events about a channel after its Hangup (a
+	// NewConnectedLine, a NewAccountCode), and such an event must not bring the channel back.
+	hungUp      map[string]struct{}
+	hungUpOrder []string
+	stats       TrackerStats
 }
+
+// maxHungUp bounds how many hung-up channels a Tracker remembers. Asterisk's late events for a
+// channel follow its Hangup within the same few messages, and a Uniqueid is never reused (it is
+// the channel's creation time and a counter), so the last few thousand are plenty.
+const maxHungUp = 4096
 
 type legKind uint8
 
@@ -141,7 +151,8 @@ func NewTracker(cfg TrackerConfig) (*Tracker, error) {
 		exts[k] = v
 	}
 	cfg.EndpointExtensions = exts
-	return &Tracker{cfg: cfg, calls: make(map[string]*call), alias: make(map[string]string), legs: make(map[string]*leg)}, nil
+	return &Tracker{cfg: cfg, calls: make(map[string]*call), alias: make(map[string]string), legs: make(map[string]*leg),
+		hungUp: make(map[string]struct{})}, nil
 }
 
 // Stats returns the Tracker's counters.
@@ -308,6 +319,9 @@ func (t *Tracker) legOf(m ami.Message, prefix string, at time.Time, out *[]event
 	if !validID(uid) || !validID(lid) {
 		t.stats.Ignored++
 		return nil
+	}
+	if _, gone := t.hungUp[uid]; gone {
+		return nil // a late event of a channel that hung up: it is not a channel any more
 	}
 	if l, ok := t.legs[uid]; ok {
 		target := t.lookup(lid)
@@ -555,6 +569,14 @@ func (t *Tracker) drop(l *leg, at time.Time) []event.Event {
 	c := l.call
 	delete(c.legs, l.uid)
 	delete(t.legs, l.uid)
+	if _, seen := t.hungUp[l.uid]; !seen {
+		if len(t.hungUpOrder) >= maxHungUp {
+			delete(t.hungUp, t.hungUpOrder[0])
+			t.hungUpOrder = t.hungUpOrder[1:]
+		}
+		t.hungUp[l.uid] = struct{}{}
+		t.hungUpOrder = append(t.hungUpOrder, l.uid)
+	}
 	if len(c.legs) > 0 {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,7 @@ type fixture struct {
 func fixtures(t *testing.T) []fixture {
 	t.Helper()
 	var out []fixture
-	for _, dir := range []string{"ami/testdata", "testdata/synthetic"} {
+	for _, dir := range []string{"ami/testdata", "testdata/synthetic", "testdata/regress"} {
 		paths, err := filepath.Glob(filepath.Join(dir, "*.ami"))
 		if err != nil {
 			t.Fatal(err)
@@ -158,4 +159,26 @@ func summary(evs []event.Event) string {
 		sb.WriteString("\n")
 	}
 	return sb.String()
+}
+
+// TestHungUpIsBounded pins that the Tracker remembers only the last maxHungUp channels that hung
+// up (to ignore their late events), however many calls it sees.
+func TestHungUpIsBounded(t *testing.T) {
+	tr := testTracker(t)
+	for i := range maxHungUp + 10 {
+		uid := fmt.Sprintf("1701000000.%d", i)
+		tr.Observe(ch("Newchannel", "PJSIP/201-00000001", uid, uid, 0, "Context", "phones", "Exten", "202"), epoch)
+		tr.Observe(ch("Hangup", "PJSIP/201-00000001", uid, uid, 0, "Cause", "16"), epoch)
+	}
+	if n, o := len(tr.hungUp), len(tr.hungUpOrder); n != maxHungUp || o != maxHungUp {
+		t.Errorf("%d hung-up channels remembered (%d in order), want %d", n, o, maxHungUp)
+	}
+	if _, ok := tr.hungUp["1701000000.0"]; ok {
+		t.Error("the oldest hung-up channel is still remembered")
+	}
+	// A late event of a remembered channel brings nothing back.
+	last := fmt.Sprintf("1701000000.%d", maxHungUp+9)
+	if evs := tr.Observe(ch("NewConnectedLine", "PJSIP/201-00000001", last, last, 0), epoch); len(evs) != 0 || tr.Stats().Active != 0 {
+		t.Errorf("a late event of a hung-up channel gave %v and %d calls in progress", evs, tr.Stats().Active)
+	}
 }
