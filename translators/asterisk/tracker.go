@@ -221,6 +221,7 @@ func (t *Tracker) Observe(m ami.Message, at time.Time) []event.Event {
 			t.update(src, m, "")
 			if src != dst {
 				dst.dialer = src
+				out = append(out, t.join(dst, src.call, at)...)
 			}
 		}
 		out = append(out, t.dialed(dst, at)...)
@@ -228,6 +229,9 @@ func (t *Tracker) Observe(m ami.Message, at time.Time) []event.Event {
 		src := t.legOf(m, "", at, &out)
 		dst := t.legOf(m, "Dest", at, &out)
 		status := strings.ToUpper(strings.TrimSpace(m.Get("DialStatus")))
+		if src != nil && dst != nil && src != dst {
+			out = append(out, t.join(dst, src.call, at)...)
+		}
 		if dst != nil {
 			t.update(dst, m, "Dest")
 			if status == "ANSWER" {
@@ -733,25 +737,7 @@ func (t *Tracker) pickup(m ami.Message, at time.Time) []event.Event {
 		return out
 	}
 	c := target.call
-	if old := p.call; old != c {
-		delete(old.legs, p.uid)
-		p.call = c
-		c.legs[p.uid] = p
-		if old.origin == p {
-			old.origin = nil
-		}
-		if len(old.legs) == 0 && !old.started {
-			delete(t.calls, old.id)
-			t.alias[old.id] = c.id
-			for a, to := range t.alias {
-				if to == old.id {
-					t.alias[a] = c.id
-				}
-			}
-		} else if len(old.legs) == 0 {
-			out = append(out, t.merge(old, c, at)...)
-		}
-	}
+	out = append(out, t.join(p, c, at)...)
 	if p.answered {
 		return out
 	}
@@ -765,6 +751,37 @@ func (t *Tracker) pickup(m ami.Message, at time.Time) []event.Event {
 		e.AnsweredBy = t.extension(p)
 	}
 	return append(out, e)
+}
+
+// join takes leg p into call c: p was picked up or dialled from c, so it is one of c's channels
+// whatever its Linkedid says. The call p leaves, left without channels, is forgotten without a
+// word when it never reported anything (a phone that dialled a pickup code, or was sent into c
+// by the PBX: it was never a call of its own), and otherwise ends as a merged call does.
+func (t *Tracker) join(p *leg, c *call, at time.Time) []event.Event {
+	old := p.call
+	if old == c {
+		return nil
+	}
+	delete(old.legs, p.uid)
+	p.call = c
+	c.legs[p.uid] = p
+	if old.origin == p {
+		old.origin = nil
+	}
+	switch {
+	case len(old.legs) > 0:
+		return nil
+	case !old.started:
+		delete(t.calls, old.id)
+		t.alias[old.id] = c.id
+		for a, to := range t.alias {
+			if to == old.id {
+				t.alias[a] = c.id
+			}
+		}
+		return nil
+	}
+	return t.merge(old, c, at)
 }
 
 func (t *Tracker) blindTransfer(m ami.Message, at time.Time) []event.Event {
