@@ -355,6 +355,13 @@ func (t *Tracker) legOf(m ami.Message, prefix string, at time.Time, out *[]event
 	return l
 }
 
+// inbound reports whether the call came in from the carrier: its originating channel is a trunk
+// channel that no Dial created. A trunk channel the PBX dialled first (an Originate) begins an
+// outbound call.
+func (c *call) inbound() bool {
+	return c.origin != nil && c.origin.kind == kindTrunk && c.origin.dialer == nil
+}
+
 func (c *call) onlyPlumbing(except *leg) bool {
 	for _, l := range c.legs {
 		if l != except && l.kind != kindPlumbing {
@@ -467,15 +474,27 @@ func (t *Tracker) begin(c *call, callee *leg) {
 	var from, to event.Party
 	if o != nil {
 		from = plan.Classify(o.cidNum, o.cidName)
-		to = plan.Classify(o.exten, "")
+		switch {
+		case o.dialer == nil:
+			to = plan.Classify(o.exten, "")
+		case callee != nil && callee.kind == kindTrunk:
+			// An Originate: the PBX dialled the calling party first, so the origin's extension
+			// is the dialplan's ("s"); the called party is the outside number dialled next,
+			// which Asterisk shows as that channel's caller ID.
+			to = plan.Classify(callee.cidNum, "")
+		}
 		if o.withheld {
 			// The caller withheld the number: the PBX knows it, the desk must not see it.
 			from = event.Party{Kind: event.KindAnonymous}
 		}
 	}
 	switch {
-	case o != nil && o.kind == kindTrunk:
+	case c.inbound():
 		c.block.Direction = event.Inbound
+	case o != nil && o.kind == kindTrunk:
+		// The PBX dialled the outside party first (an Originate: click-to-dial, call-me-now):
+		// the call was placed by the PBX, not received.
+		c.block.Direction = event.Outbound
 	case callee != nil && callee.kind == kindTrunk:
 		c.block.Direction = event.Outbound
 	default:
@@ -522,7 +541,7 @@ func (t *Tracker) dialed(dst *leg, at time.Time) []event.Event {
 	if dst.kind == kindPlumbing || dst == c.origin {
 		return nil
 	}
-	if c.origin != nil && c.origin.kind == kindTrunk && dst.kind == kindTrunk {
+	if c.inbound() && dst.kind == kindTrunk {
 		return nil // a call forwarded out: it started when a phone rang, or ends as it ends
 	}
 	dst.ringing = true
@@ -544,7 +563,7 @@ func (t *Tracker) stateChanged(l *leg, at time.Time) []event.Event {
 		if l.answered {
 			return nil
 		}
-		if c.origin != nil && c.origin.kind == kindTrunk && l.kind == kindTrunk {
+		if c.inbound() && l.kind == kindTrunk {
 			// An inbound call forwarded to an outside number (follow-me to a mobile) answered
 			// there: someone took it, though no clinic phone did. No call_answered (there is no
 			// phone to name); the call ends answered elsewhere, not missed.
