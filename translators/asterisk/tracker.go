@@ -114,24 +114,25 @@ const (
 )
 
 type call struct {
-	id         string
-	startedAt  time.Time
-	lastAt     time.Time
-	legs       map[string]*leg
-	origin     *leg
-	block      event.Call
-	locs       []string
-	started    bool // call_received or call_placed emitted
-	answered   bool
-	answeredAt time.Time
-	elsewhere  bool // answered outside the PBX's phones: a forward to an outside number
-	voicemail  bool
-	abandoned  bool
-	dialStatus string // the last DialStatus of the originating channel's Dial, else of any Dial
-	originDial bool   // dialStatus came from the originating channel
-	lastCause  int
-	seq        int64
-	transfers  int
+	id          string
+	startedAt   time.Time
+	lastAt      time.Time
+	legs        map[string]*leg
+	origin      *leg
+	block       event.Call
+	locs        []string
+	started     bool // call_received or call_placed emitted
+	answered    bool
+	answeredAt  time.Time
+	answerShown bool // a call_answered was reported since the call began or was last transferred
+	elsewhere   bool // answered outside the PBX's phones: a forward to an outside number
+	voicemail   bool
+	abandoned   bool
+	dialStatus  string // the last DialStatus of the originating channel's Dial, else of any Dial
+	originDial  bool   // dialStatus came from the originating channel
+	lastCause   int
+	seq         int64
+	transfers   int
 }
 
 // NewTracker returns a Tracker, or an error when cfg lacks what it needs.
@@ -578,6 +579,13 @@ func (t *Tracker) stateChanged(l *leg, at time.Time) []event.Event {
 		if !c.answered {
 			c.answered, c.answeredAt = true, at
 		}
+		if c.answerShown {
+			// The call is already with someone and has not been transferred since: this leg
+			// answered a consultation the transferer made under the call's Linkedid (Asterisk's
+			// attended-transfer feature), not the caller. The transfer names it.
+			return out
+		}
+		c.answerShown = true
 		e := t.emit(c, event.CallAnswered, at, c.id+"/answered/"+l.uid)
 		if l.kind == kindPhone {
 			e.AnsweredBy = t.extension(l)
@@ -765,6 +773,7 @@ func (t *Tracker) pickup(m ami.Message, at time.Time) []event.Event {
 	if !c.answered {
 		c.answered, c.answeredAt = true, at
 	}
+	c.answerShown = true
 	e := t.emit(c, event.CallAnswered, at, c.id+"/answered/"+p.uid)
 	if p.kind == kindPhone {
 		e.AnsweredBy = t.extension(p)
@@ -817,6 +826,7 @@ func (t *Tracker) blindTransfer(m ami.Message, at time.Time) []event.Event {
 	}
 	c := l.call
 	c.transfers++
+	c.answerShown = false
 	out = append(out, t.start(c, nil, at)...)
 	e := t.emit(c, event.CallTransferred, at, c.id+"/transferred/"+strconv.Itoa(c.transfers))
 	e.Mode = event.TransferBlind
@@ -837,6 +847,7 @@ func (t *Tracker) attendedTransfer(m ami.Message, at time.Time) []event.Event {
 	}
 	c := orig.call
 	c.transfers++
+	c.answerShown = false
 	out = append(out, t.start(c, nil, at)...)
 	e := t.emit(c, event.CallTransferred, at, c.id+"/transferred/"+strconv.Itoa(c.transfers))
 	e.Mode = event.TransferAttended
