@@ -13,7 +13,8 @@ import (
 // panic, and every event it emits must validate.
 func FuzzTracker(f *testing.F) {
 	for _, p := range []string{"ami/testdata/attended-transfer.ami", "ami/testdata/queue-abandon.ami", "testdata/synthetic/hold.ami",
-		"ami/testdata/asterisk-20-attended-transfer.ami", "ami/testdata/asterisk-20-blind-transfer.ami"} {
+		"ami/testdata/asterisk-20-attended-transfer.ami", "ami/testdata/asterisk-20-blind-transfer.ami",
+		"testdata/regress/pickup-by-dial.ami", "testdata/regress/queue-local-busy-member.ami"} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
