@@ -56,10 +56,9 @@ func (u lidChains) union(a, b string) { u[u.root(a)] = u.root(b) }
 // callLog is what the checker saw of one providerCallId.
 type callLog struct {
 	events      []event.Event
-	at          []int // the message index of each event
-	ended       int   // number of call_ended
-	endedAt     int   // message index of the (first) call_ended
-	answered    bool  // a call_answered was emitted
+	ended       int  // number of call_ended
+	endedAt     int  // message index of the (first) call_ended
+	answered    bool // a call_answered was emitted
 	transferred bool
 }
 
@@ -231,7 +230,6 @@ func replayChecked(t testing.TB, capture string, msgs []ami.Message) (calls int,
 				add("originated call reported inbound", id, "%s at message %d: the PBX dialled the first party", e.Type, i)
 			}
 			c.events = append(c.events, e)
-			c.at = append(c.at, i)
 		}
 	}
 
