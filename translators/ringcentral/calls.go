@@ -33,6 +33,9 @@ const (
 	reasonBlindTransfer    = "BlindTransfer"
 	reasonAttendedTransfer = "AttendedTransfer"
 	reasonPickup           = "Pickup"
+	// reasonVoicemail ends a party whose call was sent to voicemail (the Account Telephony
+	// Sessions Event page lists it among the status reasons).
+	reasonVoicemail = "Voicemail"
 )
 
 // The providerEventIds of the events a call has at most once. The live path and the call-log
@@ -55,7 +58,20 @@ type callState struct {
 	locations []string
 	started   time.Time
 	answered  time.Time
-	lastSeq   int64
+	// seen holds the sequences of the notifications handled; partySeq, for each party, the
+	// sequence of the notification that set its status. RingCentral's guide warns that
+	// notifications can arrive out of sequence, so a late one is still read, but it does not
+	// set back a party that a newer one moved on.
+	seen     map[int64]bool
+	partySeq map[string]int64
+	// inbound tells whether the session showed a party of direction Inbound: the party that
+	// receives the call, whose Answered is the answer.
+	inbound bool
+	// outAnswer is the first Answered of a party of direction Outbound (the calling side). It is
+	// not an answer: RingCentral reports it when the call reaches its RingCentral destination,
+	// before any phone is picked up. It stands for the answer only of a call placed by the
+	// clinic whose receiving party never shows.
+	outAnswer *answerMark
 	heard     time.Time // when the last notification came, by the local clock
 	announced bool
 	voicemail bool
@@ -66,6 +82,12 @@ type callState struct {
 	// pending is a transfer whose target has not shown yet: its call_transferred waits for the
 	// first new party of the session (the target), or for the call's end.
 	pending *pendingTransfer
+}
+
+// answerMark is when, in which notification, a party answered.
+type answerMark struct {
+	at  time.Time
+	seq int64
 }
 
 // pendingTransfer is a transferring party's exit, remembered until the target's party shows.
@@ -94,16 +116,22 @@ func newCalls(plan *numbering.Plan, provider string, maxAge time.Duration) *call
 func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Event {
 	st := c.byID[ev.TelephonySessionID]
 	if st == nil {
-		st = &callState{id: ev.TelephonySessionID, started: ev.at, lastSeq: -1, parties: map[string]string{}}
+		st = &callState{id: ev.TelephonySessionID, started: ev.at, parties: map[string]string{},
+			seen: map[int64]bool{}, partySeq: map[string]int64{}}
 		c.byID[st.id] = st
 	}
 	st.heard = now
-	if ev.Sequence != 0 && ev.Sequence <= st.lastSeq {
-		return nil // a notification seen before (the gateway redelivers after a reconnect)
+	if ev.Sequence != 0 {
+		if st.seen[ev.Sequence] {
+			return nil // a notification seen before (the gateway redelivers after a reconnect)
+		}
+		st.seen[ev.Sequence] = true
 	}
-	st.lastSeq = max(st.lastSeq, ev.Sequence)
 	if st.ended {
 		return nil
+	}
+	if ev.at.Before(st.started) {
+		st.started = ev.at // an earlier notification that arrived late
 	}
 	if st.call.Direction == "" {
 		if p, ok := mainParty(ev.Parties); ok {
@@ -153,6 +181,15 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 	var joined []eventParty       // parties new in this notification, before a transfer in it
 	for _, p := range ev.Parties {
 		code, prev := p.Status.Code, st.parties[p.ID]
+		if last, ok := st.partySeq[p.ID]; ok && ev.Sequence != 0 && ev.Sequence < last {
+			continue // a status older than the one the party has
+		}
+		if ev.Sequence != 0 {
+			st.partySeq[p.ID] = ev.Sequence
+		}
+		if !outbound(p) {
+			st.inbound = true
+		}
 		if code == prev {
 			continue
 		}
@@ -179,13 +216,19 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 				emit(event.CallHold, fmt.Sprintf("rc-unhold-%s-%d", p.ID, ev.Sequence), func(e *event.Event) { e.Released = event.Ptr(true) })
 				continue
 			}
-			if st.answered.IsZero() {
-				st.answered = ev.at
-				by := p.To.ExtensionNumber
-				if st.call.Direction == event.Outbound || strings.EqualFold(p.Direction, "Outbound") {
-					by = p.From.ExtensionNumber
+			if outbound(p) {
+				// The calling side's party: the call reached its destination, nobody answered yet.
+				if st.outAnswer == nil {
+					st.outAnswer = &answerMark{at: ev.at, seq: ev.Sequence}
 				}
-				emit(event.CallAnswered, idAnswered, func(e *event.Event) { e.AnsweredBy = cut(by, event.MaxExtensionLength) })
+				continue
+			}
+			if st.answered.IsZero() {
+				// The receiving party answered: the phone called, one that picked the call up,
+				// a ring group's or a queue's agent.
+				st.answered = ev.at
+				by := c.extensionOf(p.To)
+				emit(event.CallAnswered, idAnswered, func(e *event.Event) { e.AnsweredBy = by })
 			}
 		case statusHold:
 			announce()
@@ -213,6 +256,8 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 				// whether the picking phone's party shows before this notification or after it.
 				st.parties[p.ID] = pickedUp
 				continue
+			case reasonVoicemail:
+				st.voicemail = true
 			}
 			st.reason = p.Status.Reason
 			terminal = true
@@ -239,6 +284,13 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 			emitTransfer(st.pending, nil)
 			st.pending = nil
 		}
+		if st.answered.IsZero() && st.outAnswer != nil && !st.inbound && st.call.Direction != event.Inbound {
+			// A call the clinic placed whose receiving party never showed: its own party's
+			// Answered is all there is to go by.
+			a := st.outAnswer
+			st.answered = a.at
+			emit(event.CallAnswered, idAnswered, func(e *event.Event) { e.OccurredAt, e.Sequence = a.at, a.seq })
+		}
 		disp := disposition(st)
 		if missed(st, disp) {
 			emit(event.CallMissed, idMissed, nil)
@@ -252,6 +304,26 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 		})
 	}
 	return out
+}
+
+// outbound reports whether p is a party of direction Outbound: the side that places the call
+// (RingCentral's "technical call direction" of the party). A party without a direction is taken
+// for the receiving side.
+func outbound(p eventParty) bool { return strings.EqualFold(p.Direction, "Outbound") }
+
+// extensionOf is the clinic extension an end names: its extensionNumber, or its phoneNumber
+// when that is an extension number (RingCentral writes a call between extensions with the
+// extension numbers as phoneNumber); "" for an outside number.
+func (c *calls) extensionOf(e endpoint) string {
+	if e.ExtensionNumber != "" {
+		return cut(e.ExtensionNumber, event.MaxExtensionLength)
+	}
+	if e.PhoneNumber != "" {
+		if p := c.plan.Classify(e.PhoneNumber, ""); p.Kind == event.KindExtension {
+			return cut(p.Extension, event.MaxExtensionLength)
+		}
+	}
+	return ""
 }
 
 // allEnded reports whether no party of st is still in the call.
@@ -326,9 +398,24 @@ func mainParty(ps []eventParty) (eventParty, bool) {
 	return eventParty{}, false
 }
 
-// callOf is the call block and locations of a call as its main party describes it.
+// callOf is the call block and locations of a call as its main party describes it. When the
+// numbers do not tell the direction, the account's extensions do: an end with an extensionId is
+// inside the account, so a call from one to an end without is outbound, and the reverse inbound.
+// Only when neither end tells is the party's own direction used, and then an Outbound party that
+// belongs to no extension is an outside caller's leg (the first party RingCentral reports of a
+// call from the public network is the caller's, direction Outbound), so the call is inbound.
 func (c *calls) callOf(p eventParty) (event.Call, []string) {
-	return c.callBlock(p.Direction, p.From, p.To)
+	dir := p.Direction
+	fromIn, toIn := p.From.ExtensionID != "", p.To.ExtensionID != ""
+	switch {
+	case fromIn && !toIn:
+		dir = "Outbound"
+	case toIn && !fromIn:
+		dir = "Inbound"
+	case !fromIn && !toIn && outbound(p) && p.ExtensionID == "":
+		dir = "Inbound"
+	}
+	return c.callBlock(dir, p.From, p.To)
 }
 
 // callBlock classifies the two ends of a call, tells its direction (from the numbers when they

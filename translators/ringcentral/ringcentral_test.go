@@ -107,7 +107,8 @@ func golden(t *testing.T, name string, got []string) {
 // TestMapping runs each scenario's notifications through the mapping and compares the events
 // with the golden files.
 func TestMapping(t *testing.T) {
-	for _, name := range []string{"normal_call", "missed_call", "transfer", "hold", "voicemail", "outbound"} {
+	for _, name := range []string{"normal_call", "missed_call", "transfer", "hold", "voicemail", "outbound",
+		"inbound_answered", "inbound_rang_out", "inbound_voicemail", "internal_call", "outbound_answered"} {
 		t.Run(name, func(t *testing.T) {
 			cs := newCalls(testPlan(t), DefaultProvider, time.Hour)
 			var got []string

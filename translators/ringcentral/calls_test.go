@@ -1,0 +1,211 @@
+package ringcentral
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/numbering"
+)
+
+// TestWhatIsAnAnswer runs sessions that tell the answer from the parties' status codes through
+// the mapping. The rules and their sources:
+//   - RingCentral's developer guide, "Telephony Session Notifications", Call Status Codes
+//     (https://developers.ringcentral.com/guide/voice/telephony-session-notifications): an
+//     Outbound party (the one making the call) is Answered when "RingCentral destination
+//     (Company/User/Call Queue) is reached and Call Handling Rules started to execute"; an
+//     Inbound party is Answered "when the call is answered on a target endpoint and media is
+//     established". The recorded streams that guide links
+//     (https://github.com/dibyenduroy/csn-data, PSTN-RingCentral-DataStreams.txt and
+//     RingCentral-RingCentral.txt) show the caller's Outbound party Answered 58 to 143 ms
+//     after its Setup, while the called phone's Inbound party still rings.
+//   - The guide's FAQ on the same page: notifications can arrive out of sequence order.
+//   - The Account Telephony Sessions Event page
+//     (https://developers.ringcentral.com/guide/notifications/event-filters/account-telephony-sessions)
+//     lists Voicemail among the status reasons.
+//
+// Each session's notifications are written here in the shapes of testdata/*.json, with made-up
+// identifiers and 555-01xx numbers.
+func TestWhatIsAnAnswer(t *testing.T) {
+	caller := func(code string) wireParty {
+		return wireParty{ID: "p-1", Direction: "Outbound", Code: code, From: endCaller(), To: endDesk()}
+	}
+	desk := func(code, reason string) wireParty {
+		return wireParty{ID: "p-2", Direction: "Inbound", Code: code, Reason: reason, From: endCaller(), To: endDesk()}
+	}
+	doctor := func(code, reason string) wireParty {
+		return wireParty{ID: "p-3", Direction: "Inbound", Code: code, Reason: reason, From: endCaller(), To: endDoctor()}
+	}
+	queue := wireEnd{PhoneNumber: "+16505550100", Name: "Reception Queue", ExtensionID: "400131758011", ExtensionNumber: "800"}
+	inQueue := func(code, reason string) wireParty {
+		return wireParty{ID: "p-4", Direction: "Inbound", Code: code, Reason: reason, From: endCaller(), To: queue}
+	}
+	deskCalls := func(code string) wireParty {
+		return wireParty{ID: "p-1", Direction: "Outbound", Code: code, From: endDesk(), To: endOut()}
+	}
+	outside := func(code string) wireParty {
+		return wireParty{ID: "p-2", Direction: "Inbound", Code: code, From: endDesk(), To: endOut()}
+	}
+	missed := func(p wireParty) wireParty { p.Missed = true; return p }
+	type note struct {
+		seq     int
+		parties []wireParty
+	}
+	tests := []struct {
+		name  string
+		notes []note // in the order they arrive; sequence seq, seq seconds after 10:00
+		want  []string
+	}{
+		{"the caller's party answers at setup, the desk rings out: missed, not answered", []note{
+			{1, []wireParty{caller(statusSetup)}},
+			{2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
+			{30, []wireParty{caller(statusDisconn)}},
+			{31, []wireParty{missed(desk(statusDisconn, ""))}},
+		}, []string{"call_received@1", "call_missed@31", "call_ended@31 no_answer"}},
+		{"the desk answers after ringing: the answer is the desk's, and talk time counts from it", []note{
+			{1, []wireParty{caller(statusSetup)}},
+			{2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
+			{9, []wireParty{desk(statusAnswered, "")}},
+			{40, []wireParty{desk(statusDisconn, ""), caller(statusDisconn)}},
+		}, []string{"call_received@1", "call_answered@9 by 101", "call_ended@40 answered talk=31"}},
+		{"the ringing desk is ended with reason Voicemail: voicemail, missed", []note{
+			{1, []wireParty{caller(statusSetup)}},
+			{2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
+			{20, []wireParty{desk(statusDisconn, reasonVoicemail)}},
+			{45, []wireParty{caller(statusDisconn)}},
+		}, []string{"call_received@1", "call_missed@45", "call_ended@45 voicemail"}},
+		{"a queue's agent answers: the agent is answeredBy", []note{
+			{1, []wireParty{caller(statusSetup)}},
+			{2, []wireParty{caller(statusAnswered), inQueue(statusSetup, "")}},
+			{5, []wireParty{doctor(statusProceeding, "")}},
+			{12, []wireParty{doctor(statusAnswered, ""), inQueue(statusDisconn, "AgentAnswered")}},
+			{50, []wireParty{doctor(statusDisconn, ""), caller(statusDisconn)}},
+		}, []string{"call_received@1", "call_answered@12 by 102", "call_ended@50 answered talk=38"}},
+		{"notifications out of sequence order: a late Proceeding does not undo the answer", []note{
+			{1, []wireParty{desk(statusSetup, "")}},
+			{3, []wireParty{desk(statusAnswered, "")}},
+			{2, []wireParty{desk(statusProceeding, "")}},
+			{20, []wireParty{desk(statusDisconn, "")}},
+		}, []string{"call_received@1", "call_answered@3 by 101", "call_ended@20 answered talk=17"}},
+		{"a late Hold its party's newer Answered superseded is dropped: no hold told without its release", []note{
+			{1, []wireParty{desk(statusSetup, "")}},
+			{2, []wireParty{desk(statusAnswered, "")}},
+			{4, []wireParty{desk(statusAnswered, "")}},
+			{3, []wireParty{desk(statusHold, "")}},
+			{20, []wireParty{desk(statusDisconn, "")}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_ended@20 answered talk=18"}},
+		{"a late notification of another party is still read", []note{
+			{1, []wireParty{caller(statusSetup)}},
+			{3, []wireParty{caller(statusAnswered)}},
+			{2, []wireParty{desk(statusProceeding, "")}},
+			{9, []wireParty{desk(statusAnswered, "")}},
+			{40, []wireParty{desk(statusDisconn, ""), caller(statusDisconn)}},
+		}, []string{"call_received@1", "call_answered@9 by 101", "call_ended@40 answered talk=31"}},
+		{"an outbound call: the answer is the called party's, and nobody in the clinic is answeredBy", []note{
+			{1, []wireParty{deskCalls(statusSetup)}},
+			{2, []wireParty{outside(statusProceeding)}},
+			{3, []wireParty{deskCalls(statusProceeding)}},
+			{11, []wireParty{outside(statusAnswered)}},
+			{12, []wireParty{deskCalls(statusAnswered)}},
+			{30, []wireParty{deskCalls(statusDisconn), outside(statusDisconn)}},
+		}, []string{"call_placed@1", "call_answered@11", "call_ended@30 answered talk=19"}},
+		{"an outbound call the called party never answers", []note{
+			{1, []wireParty{deskCalls(statusSetup)}},
+			{2, []wireParty{outside(statusProceeding)}},
+			{25, []wireParty{deskCalls(statusDisconn)}},
+			{26, []wireParty{outside(statusDisconn)}},
+		}, []string{"call_placed@1", "call_ended@26 no_answer"}},
+		{"an outbound call whose called party never shows: the calling party's Answered stands for it", []note{
+			{1, []wireParty{deskCalls(statusSetup)}},
+			{3, []wireParty{deskCalls(statusProceeding)}},
+			{8, []wireParty{deskCalls(statusAnswered)}},
+			{30, []wireParty{deskCalls(statusDisconn)}},
+		}, []string{"call_placed@1", "call_answered@8", "call_ended@30 answered talk=22"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := newCalls(testPlan(t), DefaultProvider, time.Hour)
+			session := "s-answer-" + string(rune('a'+i))
+			var evs []event.Event
+			for _, n := range tt.notes {
+				raw := sessionNote(t, session, n.seq, n.parties...)
+				ev, ok, err := decodeSessionEvent(raw)
+				if err != nil || !ok {
+					t.Fatalf("decode: ok=%v err=%v", ok, err)
+				}
+				evs = append(evs, cs.observe(ev, raw, time.Now())...)
+			}
+			// In the contract's order: sequence, then occurredAt.
+			slices.SortStableFunc(evs, func(a, b event.Event) int {
+				if a.Sequence != b.Sequence {
+					return int(a.Sequence - b.Sequence)
+				}
+				return a.OccurredAt.Compare(b.OccurredAt)
+			})
+			t0 := time.Date(2023, 6, 6, 10, 0, 0, 0, time.UTC)
+			var got []string
+			for _, e := range evs {
+				if err := e.Validate(); err != nil {
+					t.Errorf("invalid %s: %v", e.Type, err)
+				}
+				s := string(e.Type) + "@" + e.OccurredAt.Sub(t0).String()
+				s = strings.TrimSuffix(s, "s")
+				if e.AnsweredBy != "" {
+					s += " by " + e.AnsweredBy
+				}
+				if e.Disposition != "" {
+					s += " " + string(e.Disposition)
+				}
+				if e.TalkTime != nil {
+					s += " talk=" + time.Duration(*e.TalkTime*float64(time.Second)).String()
+					s = strings.TrimSuffix(s, "s")
+				}
+				got = append(got, s)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("events\n got: %s\nwant: %s", strings.Join(got, ", "), strings.Join(tt.want, ", "))
+			}
+		})
+	}
+}
+
+// TestDirectionFromExtensions checks the direction of a call whose numbers the clinic did not
+// list: the ends with an extensionId are the account's own (the Account Telephony Sessions
+// Event page: extensionId, "Internal identifier of a Callee/Caller extension"), and the first
+// party of a call from the public network is the caller's, of direction Outbound and of no
+// extension (the recorded stream PSTN-RingCentral-DataStreams.txt of
+// https://github.com/dibyenduroy/csn-data shows it so).
+func TestDirectionFromExtensions(t *testing.T) {
+	plan, err := numbering.New(numbering.Config{DefaultCountry: "US"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desk := wireEnd{PhoneNumber: "+16505550100", Name: "Front Desk", ExtensionID: "400131758008"}
+	main := wireEnd{PhoneNumber: "+16505550100"}
+	tests := []struct {
+		name  string
+		party wireParty
+		want  event.Type
+	}{
+		{"an outside caller's own leg, direction Outbound, to the main number", wireParty{ID: "p-1", Direction: "Outbound", Code: statusSetup, From: endCaller(), To: main}, event.CallReceived},
+		{"the desk's leg to the caller", wireParty{ID: "p-1", Direction: "Inbound", Code: statusSetup, From: endCaller(), To: desk}, event.CallReceived},
+		{"the desk calling out", wireParty{ID: "p-1", Direction: "Outbound", Code: statusSetup, From: desk, To: endOut()}, event.CallPlaced},
+		{"the called outside number's leg, direction Inbound, first to arrive", wireParty{ID: "p-2", Direction: "Inbound", Code: statusProceeding, From: desk, To: endOut()}, event.CallPlaced},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := newCalls(plan, DefaultProvider, time.Hour)
+			raw := sessionNote(t, "s-direction", 1, tt.party)
+			ev, ok, err := decodeSessionEvent(raw)
+			if err != nil || !ok {
+				t.Fatalf("decode: ok=%v err=%v", ok, err)
+			}
+			evs := cs.observe(ev, raw, time.Now())
+			if len(evs) != 1 || evs[0].Type != tt.want {
+				t.Fatalf("got %v, want one %s", types(evs), tt.want)
+			}
+		})
+	}
+}
