@@ -41,6 +41,23 @@ type callLogPage struct {
 	} `json:"navigation"`
 }
 
+// The sequences of the events the call log yields. A call-log record describes a call once it
+// is over, after every notification of its session; a session's notification sequence counts
+// that session's notifications (a handful to a few dozen), far below these. So under the
+// contract's order (sequence, then occurredAt) the poll's call_missed, call_ended and
+// call_recorded come after every event the live path sent for the same call, and in that order
+// among themselves. The sequence is not part of their identity: each carries the live path's
+// providerEventId (or its own, for call_recorded), which is what the core deduplicates on.
+const (
+	seqCallLogMissed   = 1_000_000_000
+	seqCallLogEnded    = seqCallLogMissed + 1
+	seqCallLogRecorded = seqCallLogMissed + 2
+)
+
+// resultInProgress is the call-log result of a call not over yet; its record comes back, with
+// a newer lastModifiedTime, when the call ends.
+const resultInProgress = "In Progress"
+
 // callLogRecord is one call of the account's call log.
 type callLogRecord struct {
 	ID                 string     `json:"id"`
@@ -282,8 +299,9 @@ func (p *poller) events(r callLogRecord) []event.Event {
 	end := start.Add(time.Duration(dur * float64(time.Second)))
 	call, locs := p.calls.callBlock(r.Direction, r.From, r.To)
 	raw, _ := json.Marshal(r)
-	mk := func(t event.Type, at time.Time, eid string) event.Event {
+	mk := func(t event.Type, at time.Time, eid string, seq int64) event.Event {
 		e := event.New(t, id, at, call)
+		e.Sequence = seq
 		e.Provider = p.calls.provider
 		e.Observer = event.ObserverPBXAPI
 		e.ProviderEventID = eid
@@ -296,13 +314,16 @@ func (p *poller) events(r callLogRecord) []event.Event {
 		return e
 	}
 	var out []event.Event
+	if r.Result == resultInProgress {
+		return nil // not over: the record is read again when it is
+	}
 	if !p.ended.has(id) {
 		disp := resultDisposition(r.Result)
 		// As on the live path: an inbound call no clinic phone answered is missed.
 		if call.Direction == event.Inbound && disp != event.DispositionAnswered {
-			out = append(out, mk(event.CallMissed, end, idMissed))
+			out = append(out, mk(event.CallMissed, end, idMissed, seqCallLogMissed))
 		}
-		e := mk(event.CallEnded, end, idEnded)
+		e := mk(event.CallEnded, end, idEnded, seqCallLogEnded)
 		e.Disposition = disp
 		e.Duration = event.Ptr(max(dur, 0))
 		out = append(out, e)
@@ -313,7 +334,7 @@ func (p *poller) events(r callLogRecord) []event.Event {
 			if !usableID(rid) {
 				rid = id
 			}
-			e := mk(event.CallRecorded, end, recordedID(rid))
+			e := mk(event.CallRecorded, end, recordedID(rid), seqCallLogRecorded)
 			e.URL = r.Recording.ContentURI
 			out = append(out, e)
 		}
@@ -321,20 +342,25 @@ func (p *poller) events(r callLogRecord) []event.Event {
 	return out
 }
 
-// resultDisposition maps a call-log result to a disposition.
+// resultDisposition maps a call-log result to a disposition. The results and what they mean
+// are the API reference's (the CallLogRecord schema's result enum and the descriptions of its
+// reasons): "Answered Not Accepted" goes with the reason Connected, "the call was answered, but
+// there was no response on how to handle the call (for example, a voice mail system answered
+// the call and did not push '1' to accept)", so nobody took it; "Stopped" is "stopped because
+// the call was answered by another phone"; "Reply" is a call answered with a text reply instead.
 func resultDisposition(result string) event.Disposition {
 	switch result {
-	case "Accepted", "Call connected", "Received", "Answered Not Accepted":
+	case "Accepted", "Call connected", "Received", "Stopped":
 		return event.DispositionAnswered
 	case "Voicemail":
 		return event.DispositionVoicemail
-	case "Missed", "No Answer":
+	case "Missed", "No Answer", "Answered Not Accepted":
 		return event.DispositionNoAnswer
 	case "Busy":
 		return event.DispositionBusy
-	case "Rejected", "Declined", "Blocked":
+	case "Rejected", "Declined", "Blocked", "Reply":
 		return event.DispositionRejected
-	case "Hang Up", "Abandoned", "Stopped":
+	case "Hang Up", "Abandoned":
 		return event.DispositionCancelled
 	}
 	return event.DispositionFailed

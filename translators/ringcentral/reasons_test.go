@@ -237,6 +237,13 @@ func TestCallLogResults(t *testing.T) {
 		{"Outbound", "No Answer", []string{"call_ended no_answer"}},
 		{"Outbound", "Hang Up", []string{"call_ended cancelled"}},
 		{"Outbound", "Call connected", []string{"call_ended answered"}},
+		// The API reference's reason Connected: a voicemail system answered and nobody accepted.
+		{"Inbound", "Answered Not Accepted", []string{"call_missed", "call_ended no_answer"}},
+		// Its reason Stopped: the call was answered by another phone.
+		{"Inbound", "Stopped", []string{"call_ended answered"}},
+		{"Inbound", "Reply", []string{"call_missed", "call_ended rejected"}},
+		// A call not over yet is ended only when its record comes back finished.
+		{"Inbound", "In Progress", nil},
 	}
 	f := newFakeRC(t)
 	var recs []callLogRecord

@@ -40,8 +40,8 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // summary is one line per event: what the golden files hold.
 func summary(e event.Event) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s id=%s at=%s dir=%s from=%s to=%s", e.Type, e.ProviderCallID, e.ProviderEventID,
-		e.OccurredAt.Format(time.RFC3339Nano), e.Call.Direction, partyText(e.Call.From), partyText(e.Call.To))
+	fmt.Fprintf(&b, "%s %s id=%s seq=%d at=%s dir=%s from=%s to=%s", e.Type, e.ProviderCallID, e.ProviderEventID,
+		e.Sequence, e.OccurredAt.Format(time.RFC3339Nano), e.Call.Direction, partyText(e.Call.From), partyText(e.Call.To))
 	if e.AnsweredBy != "" {
 		fmt.Fprintf(&b, " answeredBy=%s", e.AnsweredBy)
 	}
