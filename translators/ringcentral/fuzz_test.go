@@ -1,15 +1,18 @@
 package ringcentral
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
 	"time"
 )
 
-// FuzzNotification feeds arbitrary WebSocket messages through the decoder and the mapping: they
-// must never panic, and every event they produce must validate.
+// FuzzNotification feeds arbitrary WebSocket messages, and arrays of notification bodies,
+// through the decoder and the mapping: they must never panic, and every event they produce must
+// validate.
 func FuzzNotification(f *testing.F) {
-	for _, name := range []string{"normal_call", "missed_call", "transfer", "hold", "voicemail", "outbound"} {
+	for _, name := range []string{"normal_call", "missed_call", "transfer", "hold", "voicemail", "outbound",
+		"inbound_answered", "inbound_rang_out", "inbound_voicemail", "internal_call", "outbound_answered"} {
 		b, err := os.ReadFile("testdata/" + name + ".json")
 		if err != nil {
 			f.Fatal(err)
@@ -36,5 +39,13 @@ func FuzzNotification(f *testing.F) {
 			feed(body)
 		}
 		feed(b)
+		// A session's notifications in a row, as the fixtures hold them: the mapping's state
+		// across notifications (answers, holds, transfers, ends) meets arbitrary input too.
+		var notes []json.RawMessage
+		if json.Unmarshal(b, &notes) == nil {
+			for _, n := range notes {
+				feed(n)
+			}
+		}
 	})
 }
