@@ -72,6 +72,9 @@ type callState struct {
 	// before any phone is picked up. It stands for the answer only of a call placed by the
 	// clinic whose receiving party never shows.
 	outAnswer *answerMark
+	// held holds, for each party on hold, the sequence of the notification that put it there,
+	// until its release is told.
+	held      map[string]int64
 	heard     time.Time // when the last notification came, by the local clock
 	announced bool
 	voicemail bool
@@ -117,7 +120,7 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 	st := c.byID[ev.TelephonySessionID]
 	if st == nil {
 		st = &callState{id: ev.TelephonySessionID, started: ev.at, parties: map[string]string{},
-			seen: map[int64]bool{}, partySeq: map[string]int64{}}
+			seen: map[int64]bool{}, partySeq: map[string]int64{}, held: map[string]int64{}}
 		c.byID[st.id] = st
 	}
 	st.heard = now
@@ -176,13 +179,43 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 			e.TransferTo = to
 		})
 	}
+	answer := func(p eventParty) {
+		st.answered = ev.at
+		by := c.extensionOf(p.To)
+		emit(event.CallAnswered, idAnswered, func(e *event.Event) { e.AnsweredBy = by })
+	}
+	unhold := func(p eventParty) {
+		delete(st.held, p.ID)
+		emit(event.CallHold, fmt.Sprintf("rc-unhold-%s-%d", p.ID, ev.Sequence), func(e *event.Event) { e.Released = event.Ptr(true) })
+	}
+	// lateAnswer takes an Answered that arrived after a newer status of its party: the release
+	// of a hold told before it, or an answer.
+	lateAnswer := func(p eventParty) {
+		if h, ok := st.held[p.ID]; ok && ev.Sequence > h {
+			unhold(p)
+			return
+		}
+		switch {
+		case outbound(p):
+			if st.outAnswer == nil || ev.at.Before(st.outAnswer.at) {
+				st.outAnswer = &answerMark{at: ev.at, seq: ev.Sequence}
+			}
+		case st.answered.IsZero():
+			answer(p)
+		}
+	}
 	terminal := false
 	first := len(st.parties) == 0 // the session's first notification: its parties join no transfer
 	var joined []eventParty       // parties new in this notification, before a transfer in it
 	for _, p := range ev.Parties {
 		code, prev := p.Status.Code, st.parties[p.ID]
 		if last, ok := st.partySeq[p.ID]; ok && ev.Sequence != 0 && ev.Sequence < last {
-			continue // a status older than the one the party has
+			// A status older than the one the party has does not set the party back. An answer
+			// it reports still counts: the party's Hold, or its end, overtook its Answered.
+			if code == statusAnswered {
+				lateAnswer(p)
+			}
+			continue
 		}
 		if ev.Sequence != 0 {
 			st.partySeq[p.ID] = ev.Sequence
@@ -213,7 +246,7 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 		case statusAnswered:
 			announce()
 			if prev == statusHold {
-				emit(event.CallHold, fmt.Sprintf("rc-unhold-%s-%d", p.ID, ev.Sequence), func(e *event.Event) { e.Released = event.Ptr(true) })
+				unhold(p)
 				continue
 			}
 			if outbound(p) {
@@ -226,12 +259,11 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 			if st.answered.IsZero() {
 				// The receiving party answered: the phone called, one that picked the call up,
 				// a ring group's or a queue's agent.
-				st.answered = ev.at
-				by := c.extensionOf(p.To)
-				emit(event.CallAnswered, idAnswered, func(e *event.Event) { e.AnsweredBy = by })
+				answer(p)
 			}
 		case statusHold:
 			announce()
+			st.held[p.ID] = ev.Sequence
 			emit(event.CallHold, fmt.Sprintf("rc-hold-%s-%d", p.ID, ev.Sequence), func(e *event.Event) { e.Released = event.Ptr(false) })
 		case statusVoiceMail, statusVMScreen:
 			announce()

@@ -96,6 +96,21 @@ func TestWhatIsAnAnswer(t *testing.T) {
 			{3, []wireParty{desk(statusHold, "")}},
 			{20, []wireParty{desk(statusDisconn, "")}},
 		}, []string{"call_received@1", "call_answered@2 by 101", "call_ended@20 answered talk=18"}},
+		{"a Hold that overtook its Answered: the late Answered is still the answer", []note{
+			{1, []wireParty{desk(statusSetup, "")}},
+			{3, []wireParty{desk(statusHold, "")}},
+			{2, []wireParty{desk(statusAnswered, "")}},
+			{4, []wireParty{desk(statusAnswered, "")}},
+			{20, []wireParty{desk(statusDisconn, "")}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4", "call_ended@20 answered talk=18"}},
+		{"an end that overtook the release of a hold: the late Answered still releases it", []note{
+			{1, []wireParty{caller(statusSetup)}},
+			{2, []wireParty{desk(statusAnswered, "")}},
+			{3, []wireParty{desk(statusHold, "")}},
+			{5, []wireParty{desk(statusDisconn, "")}},
+			{4, []wireParty{desk(statusAnswered, "")}},
+			{6, []wireParty{caller(statusDisconn)}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4", "call_ended@6 answered talk=4"}},
 		{"a late notification of another party is still read", []note{
 			{1, []wireParty{caller(statusSetup)}},
 			{3, []wireParty{caller(statusAnswered)}},

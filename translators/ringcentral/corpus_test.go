@@ -56,31 +56,46 @@ func TestRecordedStreams(t *testing.T) {
 			"holding the files of https://github.com/dibyenduroy/csn-data (one notification a line)", dir, envStreams)
 	}
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			notes := readStreams(t, f)
-			plan := corpusPlan(t, notes)
-			cs := newCalls(plan, DefaultProvider, time.Hour)
-			bySession := map[string][]event.Event{}
-			var order []string
-			for _, n := range notes {
-				ev, ok, err := decodeSessionEvent(n)
-				if err != nil || !ok {
-					t.Fatalf("decode: ok=%v err=%v", ok, err)
-				}
-				if _, ok := bySession[ev.TelephonySessionID]; !ok {
-					order = append(order, ev.TelephonySessionID)
-					bySession[ev.TelephonySessionID] = nil
-				}
-				bySession[ev.TelephonySessionID] = append(bySession[ev.TelephonySessionID], cs.observe(ev, n, time.Now())...)
-			}
-			for _, id := range order {
-				evs := bySession[id]
-				for _, e := range evs {
-					t.Log(summary(e))
-				}
-				checkSession(t, id, sessionNotes(t, notes, id), evs)
-			}
-		})
+		recorded := readStreams(t, f)
+		// As recorded, and with each pair of neighbouring notifications swapped: RingCentral's
+		// guide says notifications can arrive out of sequence order (its FAQ, "an event with a
+		// sequence number of 5 can be received before sequence 2 or 3").
+		swapped := slices.Clone(recorded)
+		for i := 0; i+1 < len(swapped); i += 2 {
+			swapped[i], swapped[i+1] = swapped[i+1], swapped[i]
+		}
+		for _, run := range []struct {
+			name  string
+			notes []json.RawMessage
+		}{{"in order", recorded}, {"pairs swapped", swapped}} {
+			t.Run(filepath.Base(f)+"/"+run.name, func(t *testing.T) { replayStreams(t, run.notes) })
+		}
+	}
+}
+
+// replayStreams replays notes through the mapping and checks every session's events.
+func replayStreams(t *testing.T, notes []json.RawMessage) {
+	t.Helper()
+	cs := newCalls(corpusPlan(t, notes), DefaultProvider, time.Hour)
+	bySession := map[string][]event.Event{}
+	var order []string
+	for _, n := range notes {
+		ev, ok, err := decodeSessionEvent(n)
+		if err != nil || !ok {
+			t.Fatalf("decode: ok=%v err=%v", ok, err)
+		}
+		if _, ok := bySession[ev.TelephonySessionID]; !ok {
+			order = append(order, ev.TelephonySessionID)
+			bySession[ev.TelephonySessionID] = nil
+		}
+		bySession[ev.TelephonySessionID] = append(bySession[ev.TelephonySessionID], cs.observe(ev, n, time.Now())...)
+	}
+	for _, id := range order {
+		evs := bySession[id]
+		for _, e := range evs {
+			t.Log(summary(e))
+		}
+		checkSession(t, id, sessionNotes(t, notes, id), evs)
 	}
 }
 
