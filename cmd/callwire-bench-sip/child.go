@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/sip"
 	"github.com/callwire/callwire/translators/sip/proxy"
 )
@@ -71,7 +72,19 @@ func serveChild(ctx context.Context, o childOptions) error {
 	em := &countingEmitter{}
 	switch o.serve {
 	case "off":
-		p, err := proxy.New(proxy.Config{Listen: []string{listen}, PBX: o.pbx, Trunk: o.trunk, Logger: quiet})
+		ls, err := netaddr.ParseListens("listen", []string{listen}, 5060)
+		if err != nil {
+			return err
+		}
+		pbx, err := netaddr.ParseHostPort(o.pbx, 5060)
+		if err != nil {
+			return fmt.Errorf("pbx: %w", err)
+		}
+		trunk, err := netaddr.ParseHostPort(o.trunk, 5060)
+		if err != nil {
+			return fmt.Errorf("trunk: %w", err)
+		}
+		p, err := proxy.New(proxy.Config{Listen: ls, PBX: pbx, Trunk: trunk, Logger: quiet})
 		if err != nil {
 			return err
 		}

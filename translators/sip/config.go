@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/callwire/callwire/internal/confload"
+	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/numbering"
 	"github.com/callwire/callwire/translators/secret"
 )
@@ -37,16 +36,24 @@ const (
 type Config struct {
 	// Mode is ModeProxy or ModeHEP. Required.
 	Mode string `json:"mode"`
-	// Listen are the addresses to listen on, each "udp://host:port" or "tcp://host:port".
-	// Default: UDP and TCP on 0.0.0.0:5060 (proxy) or 0.0.0.0:9060 (hep).
+	// Listen are the addresses to listen on, as netaddr.ParseListen reads them ("udp://ip:port",
+	// "tcp://ip:port", "ip:port" for both; the port defaults to the mode's). Default: UDP and TCP
+	// on 0.0.0.0:5060 (proxy) or 0.0.0.0:9060 (hep).
 	Listen []string `json:"listen,omitempty"`
 	// PBX is the clinic's PBX, "host:port" (port 5060 when left out). Required: a call headed to
 	// it is inbound, one coming from it outbound; the proxy forwards calls from outside to it.
 	PBX string `json:"pbx"`
-	// Trunk is the carrier's SIP address, "host:port". Required in proxy mode: initial requests
-	// from the PBX go there. Optional in hep mode, where it tells trunk calls from the PBX's
-	// legs to its own phones, which are then not reported as calls of their own.
+	// Trunk is the carrier's SIP address, "host:port" (port 5060 when left out). Required in
+	// proxy mode: initial requests from the PBX go there. Optional in hep mode, where it tells
+	// trunk calls from the PBX's legs to its own phones, which are then not reported as calls of
+	// their own.
 	Trunk string `json:"trunk,omitempty"`
+
+	// Listeners, PBXAddr and TrunkAddr are Listen, PBX and Trunk as ParseConfig parsed them, with
+	// their default ports; TrunkAddr is zero without a trunk. The proxy and the tap take these.
+	Listeners []netaddr.Listener `json:"-"`
+	PBXAddr   netaddr.HostPort   `json:"-"`
+	TrunkAddr netaddr.HostPort   `json:"-"`
 	// Provider is the events' provider. Default "sip".
 	Provider string `json:"provider,omitempty"`
 
@@ -97,12 +104,41 @@ type Duration = confload.Duration
 
 // ParseConfig decodes a configuration block and reports every problem with it at once: unknown
 // keys (with the nearest known one), values of the wrong type, and what Validate finds. The
-// result has its defaults filled in.
+// result has its defaults filled in and its addresses parsed (Listeners, PBXAddr, TrunkAddr).
 func ParseConfig(raw json.RawMessage) (Config, error) {
 	var c Config
 	decodeErr := confload.DecodeJSON(raw, &c)
 	c.setDefaults()
-	return c, errors.Join(decodeErr, c.Validate())
+	addrErr := c.parseAddresses()
+	return c, errors.Join(decodeErr, addrErr, c.validate())
+}
+
+// parseAddresses parses Listen, PBX and Trunk into Listeners, PBXAddr and TrunkAddr, reporting
+// each bad one under its key. It expects Mode and Listen's default to be set.
+func (c *Config) parseAddresses() error {
+	var errs []error
+	port := uint16(DefaultSIPPort)
+	if c.Mode == ModeHEP {
+		port = DefaultHEPPort
+	}
+	var err error
+	if c.Listeners, err = netaddr.ParseListens("listen", c.Listen, port); err != nil {
+		errs = append(errs, err)
+	}
+	if c.PBX == "" {
+		errs = append(errs, errors.New("pbx: is required: the PBX's SIP address as host:port"))
+	} else if c.PBXAddr, err = netaddr.ParseHostPort(c.PBX, DefaultSIPPort); err != nil {
+		errs = append(errs, fmt.Errorf("pbx: %w", err))
+	}
+	switch {
+	case c.Trunk == "" && c.Mode == ModeProxy:
+		errs = append(errs, errors.New("trunk: is required in proxy mode: where calls from the PBX go, as host:port"))
+	case c.Trunk != "":
+		if c.TrunkAddr, err = netaddr.ParseHostPort(c.Trunk, DefaultSIPPort); err != nil {
+			errs = append(errs, fmt.Errorf("trunk: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (c *Config) setDefaults() {
@@ -123,9 +159,14 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports every problem with c at once, each naming its key. It expects the defaults
-// to be filled in, as ParseConfig does.
+// Validate reports every problem with c at once, each naming its key, its addresses among them.
+// It expects the defaults to be filled in, as ParseConfig does.
 func (c Config) Validate() error {
+	return errors.Join(c.parseAddresses(), c.validate())
+}
+
+// validate reports every problem with c's keys other than its addresses.
+func (c Config) validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
@@ -136,24 +177,6 @@ func (c Config) Validate() error {
 		bad("mode", "is required: %q or %q", ModeProxy, ModeHEP)
 	default:
 		bad("mode", "%q is not a mode; use %q or %q", c.Mode, ModeProxy, ModeHEP)
-	}
-	for i, l := range c.Listen {
-		if _, _, err := ParseListen(l); err != nil {
-			bad(fmt.Sprintf("listen[%d]", i), "%v", err)
-		}
-	}
-	if c.PBX == "" {
-		bad("pbx", "is required: the PBX's SIP address as host:port")
-	} else if _, _, err := SplitHostPort(c.PBX, DefaultSIPPort); err != nil {
-		bad("pbx", "%v", err)
-	}
-	switch {
-	case c.Trunk == "" && c.Mode == ModeProxy:
-		bad("trunk", "is required in proxy mode: where calls from the PBX go, as host:port")
-	case c.Trunk != "":
-		if _, _, err := SplitHostPort(c.Trunk, DefaultSIPPort); err != nil {
-			bad("trunk", "%v", err)
-		}
 	}
 	if len(c.Provider) > 64 {
 		bad("provider", "is longer than 64 characters")
@@ -193,48 +216,6 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// ParseListen splits a listen address such as "udp://0.0.0.0:5060" into its transport ("udp" or
-// "tcp") and host:port.
-func ParseListen(s string) (transport, hostport string, err error) {
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
-		return "", "", fmt.Errorf("%q is not a listen address such as udp://0.0.0.0:5060", s)
-	}
-	transport = strings.ToLower(u.Scheme)
-	if transport != "udp" && transport != "tcp" {
-		return "", "", fmt.Errorf("%q: transport %q is not udp or tcp", s, u.Scheme)
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil {
-		return "", "", fmt.Errorf("%q needs a host and a port, such as udp://0.0.0.0:5060", s)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return "", "", fmt.Errorf("%q: port %q is not a number from 0 to 65535", s, port)
-	}
-	return transport, net.JoinHostPort(host, port), nil
-}
-
-// SplitHostPort reads "host:port", "host" (port def), "[v6]:port" or a bare IPv6 address.
-func SplitHostPort(s string, def int) (host string, port int, err error) {
-	s = strings.TrimSpace(s)
-	if strings.Contains(s, "://") || strings.ContainsAny(s, "@;/ ") {
-		return "", 0, fmt.Errorf("%q is not host:port (no scheme, user or parameters)", s)
-	}
-	h, p, err := net.SplitHostPort(s)
-	if err != nil {
-		// No port: a host name, an IPv4 address or a bare IPv6 address.
-		h, p = strings.Trim(s, "[]"), strconv.Itoa(def)
-	}
-	if h == "" {
-		return "", 0, fmt.Errorf("%q has no host", s)
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil || n < 1 || n > 65535 {
-		return "", 0, fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, p)
-	}
-	return h, n, nil
 }
 
 // ReadHEPPassword returns the capture password from hep_password or hep_password_file, or ""

@@ -21,11 +21,11 @@ func TestParseConfig(t *testing.T) {
 		{"every problem at once", `{"mode":"tap","listen":["sip://x:1","udp://h"],"trunk":"sip:carrier","max_calls":-1,"queue_size":-5,"numbers":["5551230100"],"prvider":"x"}`,
 			[]string{
 				"prvider: unknown key; did you mean provider?",
-				`mode: "tap" is not a mode`,
 				`listen[0]: "sip://x:1": transport "sip" is not udp or tcp`,
-				`listen[1]: "udp://h" needs a host and a port`,
+				`listen[1]: "udp://h": "h" is a host name; listen takes an IP address of this machine`,
 				"pbx: is required",
-				`trunk: "sip:carrier": port "carrier" is not a number`,
+				`trunk: "sip:carrier" is a SIP URI`,
+				`mode: "tap" is not a mode`,
 				"max_calls: must not be negative",
 				"queue_size: must be between 1",
 				"default_country: is required",
@@ -80,28 +80,56 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
-func TestSplitHostPort(t *testing.T) {
+// TestConfigAddresses: every form docs/sip-observer.md allows for listen, pbx and trunk is
+// parsed once here, with the mode's default port, and what the proxy would refuse is refused
+// here, naming the key.
+func TestConfigAddresses(t *testing.T) {
 	cases := []struct {
-		in   string
-		host string
-		port int
-		ok   bool
+		name                     string
+		mode, listen, pbx, trunk string // listen: a JSON list, or "" for the default
+		want                     string // "listeners | pbx | trunk", or "error: " and a problem
 	}{
-		{"10.0.0.20:5080", "10.0.0.20", 5080, true},
-		{"10.0.0.20", "10.0.0.20", 5060, true},
-		{"pbx.clinic.example", "pbx.clinic.example", 5060, true},
-		{"[2001:db8::1]:5062", "2001:db8::1", 5062, true},
-		{"2001:db8::1", "2001:db8::1", 5060, true},
-		{"sip:pbx", "", 0, false},
-		{"udp://pbx:5060", "", 0, false},
-		{"pbx:0", "", 0, false},
-		{"pbx:99999", "", 0, false},
-		{":5060", "", 0, false},
+		{"defaults, proxy", "proxy", "", "10.0.0.20", "203.0.113.5", "udp://0.0.0.0:5060 tcp://0.0.0.0:5060 | 10.0.0.20:5060 | 203.0.113.5:5060"},
+		{"defaults, hep", "hep", "", "pbx.clinic.example", "", "udp://0.0.0.0:9060 tcp://0.0.0.0:9060 | pbx.clinic.example:5060 | "},
+		{"ports given", "proxy", `["udp://10.0.0.5:5070","tcp://10.0.0.5:5071"]`, "10.0.0.20:5080", "sip.carrier.example:5062",
+			"udp://10.0.0.5:5070 tcp://10.0.0.5:5071 | 10.0.0.20:5080 | sip.carrier.example:5062"},
+		{"listen without port or transport", "hep", `["10.0.0.5","udp://[::1]"]`, "[2001:db8::20]", "2001:db8::5",
+			"udp://10.0.0.5:9060 tcp://10.0.0.5:9060 udp://[::1]:9060 | [2001:db8::20]:5060 | [2001:db8::5]:5060"},
+		{"listen host name", "proxy", `["udp://sbc.clinic.example:5060"]`, "10.0.0.20", "203.0.113.5", `error: listen[0]: "udp://sbc.clinic.example:5060": "sbc.clinic.example" is a host name`},
+		{"listen clash", "proxy", `["0.0.0.0:5060","udp://10.0.0.5:5060"]`, "10.0.0.20", "203.0.113.5", "error: listen[1]: udp://10.0.0.5:5060 cannot listen beside udp://0.0.0.0:5060"},
+		{"pbx URI", "proxy", "", "sip:10.0.0.20", "203.0.113.5", `error: pbx: "sip:10.0.0.20" is a SIP URI`},
+		{"trunk port 0", "proxy", "", "10.0.0.20", "203.0.113.5:0", `error: trunk: "203.0.113.5:0": port 0`},
 	}
 	for _, tc := range cases {
-		h, p, err := SplitHostPort(tc.in, 5060)
-		if (err == nil) != tc.ok || h != tc.host || p != tc.port {
-			t.Errorf("SplitHostPort(%q) = %q, %d, %v", tc.in, h, p, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			raw := map[string]any{"mode": tc.mode, "pbx": tc.pbx, "default_country": "US"}
+			if tc.trunk != "" {
+				raw["trunk"] = tc.trunk
+			}
+			if tc.listen != "" {
+				raw["listen"] = json.RawMessage(tc.listen)
+			}
+			b, _ := json.Marshal(raw)
+			c, err := ParseConfig(b)
+			if w, isErr := strings.CutPrefix(tc.want, "error: "); isErr {
+				if err == nil || !strings.HasPrefix(err.Error(), w) {
+					t.Fatalf("error %v, want one starting %q", err, w)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ls []string
+			for _, l := range c.Listeners {
+				ls = append(ls, l.String())
+			}
+			if got := strings.Join(ls, " ") + " | " + c.PBXAddr.String() + " | " + c.TrunkAddr.String(); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate of ParseConfig's result: %v", err)
+			}
+		})
 	}
 }

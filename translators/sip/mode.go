@@ -14,7 +14,7 @@ import (
 func newMode(cfg Config, observe func(callmodel.Message), log *slog.Logger) (r runner, stats func() any, err error) {
 	switch cfg.Mode {
 	case ModeProxy:
-		p, err := proxy.New(proxy.Config{Listen: cfg.Listen, PBX: cfg.PBX, Trunk: cfg.Trunk, Advertise: cfg.Advertise,
+		p, err := proxy.New(proxy.Config{Listen: cfg.Listeners, PBX: cfg.PBXAddr, Trunk: cfg.TrunkAddr, Advertise: cfg.Advertise,
 			MaxTransactions: cfg.MaxTransactions, Observe: observe, ObserveInline: true, Logger: log})
 		if err != nil {
 			return nil, nil, err
@@ -25,7 +25,7 @@ func newMode(cfg Config, observe func(callmodel.Message), log *slog.Logger) (r r
 		if err != nil {
 			return nil, nil, err
 		}
-		t, err := tap.New(tap.Config{Listen: cfg.Listen, Window: time.Duration(cfg.ReorderWindow), MaxHeld: cfg.MaxHeld, MaxConns: cfg.MaxConns, AuthKey: password, Observe: observe, Logger: log})
+		t, err := tap.New(tap.Config{Listen: cfg.Listeners, Window: time.Duration(cfg.ReorderWindow), MaxHeld: cfg.MaxHeld, MaxConns: cfg.MaxConns, AuthKey: password, Observe: observe, Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}

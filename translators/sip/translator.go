@@ -14,6 +14,7 @@ import (
 
 	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/numbering"
 	"github.com/callwire/callwire/translators/sip/callmodel"
 )
@@ -64,13 +65,13 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	if err != nil {
 		return fmt.Errorf("sip: invalid configuration: %w", err)
 	}
-	pbx, err := resolve(ctx, cfg.PBX)
+	pbx, err := resolve(ctx, cfg.PBXAddr)
 	if err != nil {
 		return fmt.Errorf("sip: pbx: %w", err)
 	}
 	var trunk []netip.AddrPort
-	if cfg.Trunk != "" {
-		if trunk, err = resolve(ctx, cfg.Trunk); err != nil {
+	if !cfg.TrunkAddr.IsZero() {
+		if trunk, err = resolve(ctx, cfg.TrunkAddr); err != nil {
 			return fmt.Errorf("sip: trunk: %w", err)
 		}
 	}
@@ -96,7 +97,11 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	if err != nil {
 		return fmt.Errorf("sip: %w", err)
 	}
-	log.Info("sip observer starting", "mode", cfg.Mode, "listen", strings.Join(cfg.Listen, " "), "pbx", cfg.PBX, "trunk", cfg.Trunk)
+	listen := make([]string, len(cfg.Listeners))
+	for i, l := range cfg.Listeners {
+		listen[i] = l.String()
+	}
+	log.Info("sip observer starting", "mode", cfg.Mode, "listen", strings.Join(listen, " "), "pbx", cfg.PBXAddr.String(), "trunk", cfg.TrunkAddr.String())
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -150,17 +155,13 @@ func (t *Translator) setHealth(err error) {
 	t.mu.Unlock()
 }
 
-// resolve turns "host:port" into the addresses it names now. A name is looked up once, at start:
-// a PBX that moves needs the translator restarted (the agent does so when its configuration
-// changes).
-func resolve(ctx context.Context, hostport string) ([]netip.AddrPort, error) {
-	host, port, err := SplitHostPort(hostport, DefaultSIPPort)
-	if err != nil {
-		return nil, err
+// resolve turns hp into the addresses it names now. A name is looked up once, at start: a PBX
+// that moves needs the translator restarted (the agent does so when its configuration changes).
+func resolve(ctx context.Context, hp netaddr.HostPort) ([]netip.AddrPort, error) {
+	if ap, ok := hp.AddrPort(); ok {
+		return []netip.AddrPort{ap}, nil
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		return []netip.AddrPort{netip.AddrPortFrom(a.Unmap(), uint16(port))}, nil
-	}
+	host, port := hp.Host, hp.Port
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
@@ -169,7 +170,7 @@ func resolve(ctx context.Context, hostport string) ([]netip.AddrPort, error) {
 	}
 	out := make([]netip.AddrPort, 0, len(addrs))
 	for _, a := range addrs {
-		out = append(out, netip.AddrPortFrom(a.Unmap(), uint16(port)))
+		out = append(out, netip.AddrPortFrom(a.Unmap(), port))
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("look up %q: no addresses", host)

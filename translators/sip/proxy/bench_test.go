@@ -18,7 +18,7 @@ func BenchmarkHandleInvite(b *testing.B) {
 	for _, observe := range []bool{false, true} {
 		b.Run("observe="+strconv.FormatBool(observe), func(b *testing.B) {
 			pbx := netip.MustParseAddrPort("127.0.0.1:9") // discard port: nothing answers
-			cfg := Config{PBX: pbx.String(), Trunk: "127.0.0.1:7", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			cfg := Config{PBX: mustHP(pbx.String()), Trunk: mustHP("127.0.0.1:7"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			if observe {
 				cfg.Observe = func(callmodel.Message) {}
 			}

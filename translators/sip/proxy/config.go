@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
-	"net/url"
-	"strconv"
 	"strings"
 
+	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/sip/callmodel"
 )
 
@@ -24,17 +22,17 @@ const DefaultMaxTransactions = 200_000
 // Config is the proxy's configuration. The zero value is not valid: Listen, PBX and Trunk are
 // required.
 type Config struct {
-	// Listen is where the proxy listens, as "udp://host:port" or "tcp://host:port" (at least
-	// one). Port 0 takes a free port (see Proxy.Addrs). The host is an IP address; 0.0.0.0 or
-	// [::] listens on every interface.
-	Listen []string
-	// PBX is the clinic's PBX as host:port. A message comes from the PBX when its source IP and
-	// port are the PBX's; over TCP, whose source ports are ephemeral, the PBX's IP with any port.
-	// A host name is resolved once, when Run starts.
-	PBX string
-	// Trunk is host:port where initial requests from the PBX go (the carrier). A host name is
-	// resolved once, when Run starts.
-	Trunk string
+	// Listen is where the proxy listens (at least one), as netaddr.ParseListens reads a
+	// configuration's listen addresses. Port 0 takes a free port (see Proxy.Addrs); 0.0.0.0 or
+	// :: listens on every interface.
+	Listen []netaddr.Listener
+	// PBX is the clinic's PBX. A message comes from the PBX when its source IP and port are the
+	// PBX's; over TCP, whose source ports are ephemeral, the PBX's IP with any port. A host name
+	// is resolved once, when Run starts.
+	PBX netaddr.HostPort
+	// Trunk is where initial requests from the PBX go (the carrier). A host name is resolved
+	// once, when Run starts.
+	Trunk netaddr.HostPort
 	// Observe, when not nil, is called for every message the proxy forwards, after it was
 	// forwarded, with Src where it came from, Dst the next hop it was sent to, Transport, At its
 	// receive time, Data its text as received, and SIP the message as forwarded: this proxy's
@@ -67,12 +65,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// listenAddr is one parsed Listen entry.
-type listenAddr struct {
-	network string // "udp" or "tcp"
-	addr    netip.AddrPort
-}
-
 // Validate reports every problem of c at once, each naming its key: listen[i], pbx, trunk,
 // advertise, observe_queue, max_transactions.
 func (c Config) Validate() error {
@@ -81,15 +73,15 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("listen: at least one address is required"))
 	}
 	for i, l := range c.Listen {
-		if _, err := parseListen(l); err != nil {
-			errs = append(errs, fmt.Errorf("listen[%d]: %w", i, err))
+		if (l.Transport != netaddr.UDP && l.Transport != netaddr.TCP) || !l.Addr.Addr().IsValid() || l.Addr.Addr().Zone() != "" {
+			errs = append(errs, fmt.Errorf("listen[%d]: %q is not a udp or tcp listener on an IP address", i, l))
 		}
 	}
-	if err := checkHostPort(c.PBX); err != nil {
-		errs = append(errs, fmt.Errorf("pbx: %w", err))
+	if c.PBX.IsZero() || c.PBX.Port == 0 {
+		errs = append(errs, errors.New("pbx: required (host and port)"))
 	}
-	if err := checkHostPort(c.Trunk); err != nil {
-		errs = append(errs, fmt.Errorf("trunk: %w", err))
+	if c.Trunk.IsZero() || c.Trunk.Port == 0 {
+		errs = append(errs, errors.New("trunk: required (host and port)"))
 	}
 	if c.Advertise != "" && (strings.ContainsAny(c.Advertise, " :/;<>") && !isIP(c.Advertise)) {
 		errs = append(errs, fmt.Errorf("advertise: %q is not a host", c.Advertise))
@@ -106,43 +98,4 @@ func (c Config) Validate() error {
 func isIP(s string) bool {
 	_, err := netip.ParseAddr(strings.Trim(s, "[]"))
 	return err == nil
-}
-
-// parseListen reads "udp://host:port" or "tcp://host:port".
-func parseListen(s string) (listenAddr, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return listenAddr{}, fmt.Errorf("%q: %w", s, err)
-	}
-	scheme := strings.ToLower(u.Scheme)
-	if scheme != "udp" && scheme != "tcp" {
-		return listenAddr{}, fmt.Errorf("%q: scheme must be udp or tcp", s)
-	}
-	if u.Path != "" || u.RawQuery != "" || u.User != nil {
-		return listenAddr{}, fmt.Errorf("%q: want %s://host:port and nothing more", s, scheme)
-	}
-	ap, err := netip.ParseAddrPort(u.Host)
-	if err != nil {
-		return listenAddr{}, fmt.Errorf("%q: host must be an IP address with a port: %w", s, err)
-	}
-	return listenAddr{network: scheme, addr: ap}, nil
-}
-
-// checkHostPort checks "host:port" with a non-zero numeric port.
-func checkHostPort(s string) error {
-	if s == "" {
-		return errors.New("required (host:port)")
-	}
-	h, p, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q: %w", s, err)
-	}
-	if h == "" {
-		return fmt.Errorf("%q: empty host", s)
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil || n <= 0 || n > 65535 {
-		return fmt.Errorf("%q: port must be 1-65535", s)
-	}
-	return nil
 }

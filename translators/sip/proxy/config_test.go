@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/callwire/callwire/translators/netaddr"
 )
 
 func TestValidate(t *testing.T) {
-	ok := Config{Listen: []string{"udp://0.0.0.0:5060", "tcp://[::]:5060"}, PBX: "10.0.0.20:5060", Trunk: "sip.carrier.example:5060"}
+	ok := Config{Listen: mustListen("udp://0.0.0.0:5060", "tcp://[::]:5060"), PBX: mustHP("10.0.0.20:5060"), Trunk: mustHP("sip.carrier.example:5060")}
 	cases := []struct {
 		name string
 		edit func(*Config)
@@ -21,17 +23,17 @@ func TestValidate(t *testing.T) {
 		{"valid", func(*Config) {}, nil},
 		{"empty", func(c *Config) { *c = Config{} }, []string{"listen: at least one", "pbx: required", "trunk: required"}},
 		{"bad listen entries", func(c *Config) {
-			c.Listen = []string{"udp://0.0.0.0:5060", "sctp://1.2.3.4:5060", "tcp://host:5060", "udp://1.2.3.4"}
+			c.Listen = append(c.Listen, netaddr.Listener{Transport: "sctp", Addr: c.Listen[0].Addr}, netaddr.Listener{Transport: "udp"})
 		},
-			[]string{"listen[1]: ", "scheme must be udp or tcp", "listen[2]: ", "listen[3]: "}},
-		{"bad pbx and trunk", func(c *Config) { c.PBX, c.Trunk = "10.0.0.20", "x:0" }, []string{"pbx: ", "trunk: ", "port must be 1-65535"}},
+			[]string{"listen[2]: ", "not a udp or tcp listener", "listen[3]: "}},
+		{"bad pbx and trunk", func(c *Config) { c.PBX, c.Trunk = netaddr.HostPort{Host: "10.0.0.20"}, netaddr.HostPort{} }, []string{"pbx: ", "trunk: ", "required"}},
 		{"bad advertise", func(c *Config) { c.Advertise = "a b" }, []string{"advertise: "}},
 		{"negative queue and max", func(c *Config) { c.ObserveQueue, c.MaxTransactions = -1, -1 }, []string{"observe_queue: ", "max_transactions: "}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := ok
-			cfg.Listen = append([]string(nil), ok.Listen...)
+			cfg.Listen = append([]netaddr.Listener(nil), ok.Listen...)
 			c.edit(&cfg)
 			err := cfg.Validate()
 			if len(c.want) == 0 {
@@ -61,7 +63,7 @@ func TestRunFailsWhenListenerCannotStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	p, err := New(Config{Listen: []string{"tcp://" + l.Addr().String()}, PBX: "127.0.0.1:5060", Trunk: "127.0.0.1:5061"})
+	p, err := New(Config{Listen: mustListen("tcp://" + l.Addr().String()), PBX: mustHP("127.0.0.1:5060"), Trunk: mustHP("127.0.0.1:5061")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func TestRunFailsWhenListenerCannotStart(t *testing.T) {
 }
 
 func TestRunStopsCleanly(t *testing.T) {
-	p, err := New(Config{Listen: []string{"udp://127.0.0.1:0", "tcp://127.0.0.1:0"}, PBX: "127.0.0.1:5060", Trunk: "127.0.0.1:5061"})
+	p, err := New(Config{Listen: mustListen("udp://127.0.0.1:0", "tcp://127.0.0.1:0"), PBX: mustHP("127.0.0.1:5060"), Trunk: mustHP("127.0.0.1:5061")})
 	if err != nil {
 		t.Fatal(err)
 	}

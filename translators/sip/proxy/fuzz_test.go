@@ -16,7 +16,7 @@ import (
 // the machine.
 func FuzzHandle(f *testing.F) {
 	trunk, pbx := netip.MustParseAddrPort("127.0.0.1:9"), netip.MustParseAddrPort("127.0.0.1:7")
-	r := startWith(f, Config{PBX: pbx.String(), Trunk: trunk.String(), Observe: func(callmodel.Message) {},
+	r := startWith(f, Config{PBX: mustHP(pbx.String()), Trunk: mustHP(trunk.String()), Observe: func(callmodel.Message) {},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, func(p *Proxy) {
 		p.resolve = func(context.Context, string) (netip.Addr, error) { return netip.MustParseAddr("127.0.0.1"), nil }
 	})

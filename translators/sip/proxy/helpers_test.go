@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/sip/callmodel"
 )
 
@@ -33,7 +34,7 @@ func start(t testing.TB, cfg Config) *running {
 func startWith(t testing.TB, cfg Config, edit func(*Proxy)) *running {
 	t.Helper()
 	if cfg.Listen == nil {
-		cfg.Listen = []string{"udp://127.0.0.1:0", "tcp://127.0.0.1:0"}
+		cfg.Listen = mustListen("udp://127.0.0.1:0", "tcp://127.0.0.1:0")
 	}
 	p, err := New(cfg)
 	if err != nil {
@@ -134,4 +135,22 @@ func startLine(m sip.Message) string {
 		return x.StartLine()
 	}
 	return "?"
+}
+
+// mustHP parses a test's peer address.
+func mustHP(s string) netaddr.HostPort {
+	h, err := netaddr.ParseHostPort(s, 5060)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// mustListen parses a test's listen addresses.
+func mustListen(s ...string) []netaddr.Listener {
+	ls, err := netaddr.ParseListens("listen", s, 5060)
+	if err != nil {
+		panic(err)
+	}
+	return ls
 }

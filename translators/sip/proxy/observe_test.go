@@ -46,7 +46,7 @@ func TestCallsSurviveObserver(t *testing.T) {
 			t.Parallel()
 			pair := siptest.Prepare(t, siptest.Pair{UAC: scenario(t, "basic_uac.xml"), UAS: scenario(t, "basic_uas.xml"),
 				Calls: 10, Rate: 20, Timeout: 20 * time.Second, Ports: ports})
-			r := start(t, Config{PBX: local(pair.UASPort), Trunk: local(pair.UACPort), Observe: c.observe,
+			r := start(t, Config{PBX: mustHP(local(pair.UASPort)), Trunk: mustHP(local(pair.UACPort)), Observe: c.observe,
 				ObserveQueue: c.queue, ObserveInline: c.inline, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			pair.Target = r.udp.String()
 			res := siptest.Run(t.Context(), t, sipp, pair)

@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/sip/callmodel"
 )
 
@@ -46,7 +46,7 @@ type counters struct {
 type Proxy struct {
 	cfg    Config
 	log    *slog.Logger
-	listen []listenAddr
+	listen []netaddr.Listener
 	parser *sip.Parser
 
 	started atomic.Bool
@@ -81,10 +81,7 @@ func New(cfg Config) (*Proxy, error) {
 	if p.log == nil {
 		p.log = slog.Default()
 	}
-	for _, l := range cfg.Listen {
-		la, _ := parseListen(l)
-		p.listen = append(p.listen, la)
-	}
+	p.listen = append([]netaddr.Listener(nil), cfg.Listen...)
 	if cfg.Observe != nil && !cfg.ObserveInline {
 		n := cfg.ObserveQueue
 		if n == 0 {
@@ -156,14 +153,14 @@ func (p *Proxy) Run(ctx context.Context) (err error) {
 	var addrs []string
 	var lc net.ListenConfig
 	for _, la := range p.listen {
-		host := p.advertiseFor(la.addr.Addr())
+		host := p.advertiseFor(la.Addr.Addr())
 		p.ours[host] = true
-		p.addOurIPs(la.addr.Addr())
-		switch la.network {
-		case "udp":
-			pc, err := lc.ListenPacket(ctx, "udp", la.addr.String())
+		p.addOurIPs(la.Addr.Addr())
+		switch la.Transport {
+		case netaddr.UDP:
+			pc, err := lc.ListenPacket(ctx, "udp", la.Addr.String())
 			if err != nil {
-				return fmt.Errorf("sip proxy: listen %s: %w", "udp://"+la.addr.String(), err)
+				return fmt.Errorf("sip proxy: listen %s: %w", la, err)
 			}
 			closers = append(closers, func() { _ = pc.Close() })
 			if uc, ok := pc.(*net.UDPConn); ok {
@@ -175,10 +172,10 @@ func (p *Proxy) Run(ctx context.Context) (err error) {
 			p.udp = append(p.udp, &udpListener{pc: pc, host: host, port: int(ap.Port())})
 			p.ourPorts[int(ap.Port())] = true
 			addrs = append(addrs, "udp://"+netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String())
-		case "tcp":
-			l, err := lc.Listen(ctx, "tcp", la.addr.String())
+		case netaddr.TCP:
+			l, err := lc.Listen(ctx, "tcp", la.Addr.String())
 			if err != nil {
-				return fmt.Errorf("sip proxy: listen %s: %w", "tcp://"+la.addr.String(), err)
+				return fmt.Errorf("sip proxy: listen %s: %w", la, err)
 			}
 			closers = append(closers, func() { _ = l.Close() })
 			ap := l.Addr().(*net.TCPAddr).AddrPort()
@@ -264,21 +261,13 @@ func (p *Proxy) isOurs(host string, port int) bool {
 	return err == nil && p.ours[a.Unmap().String()]
 }
 
-// resolveHostPort resolves host:port to one address (IPv4 preferred).
-func resolveHostPort(ctx context.Context, hp string) (netip.AddrPort, error) {
-	h, ps, err := net.SplitHostPort(hp)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%q: %w", hp, err)
-	}
-	port, err := strconv.Atoi(ps)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%q: bad port: %w", hp, err)
-	}
-	ip, err := resolveHost(ctx, h)
+// resolveHostPort resolves hp to one address (IPv4 preferred).
+func resolveHostPort(ctx context.Context, hp netaddr.HostPort) (netip.AddrPort, error) {
+	ip, err := resolveHost(ctx, hp.Host)
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	return netip.AddrPortFrom(ip, uint16(port)), nil
+	return netip.AddrPortFrom(ip, hp.Port), nil
 }
 
 // resolveHost returns host's address: host itself when it is an IP literal, else its first

@@ -13,7 +13,7 @@ import (
 
 func TestMaxForwardsZeroIs483(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String()})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String())})
 	trunk.send(r.udp, invite(trunk, r.udp, "mf0", "mf0", "0"))
 	res := trunk.expectResponse(483, sip.INVITE)
 	if res.Via() == nil || !strings.Contains(res.Via().Value(), "z9hG4bKmf0") {
@@ -27,7 +27,7 @@ func TestMaxForwardsZeroIs483(t *testing.T) {
 
 func TestMaxForwardsDecremented(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String()})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String())})
 	trunk.send(r.udp, invite(trunk, r.udp, "mf", "mf", "1"))
 	req := pbx.expectRequest(sip.INVITE)
 	if mf := req.MaxForwards(); mf == nil || mf.Val() != 0 {
@@ -46,7 +46,7 @@ func TestMaxForwardsDecremented(t *testing.T) {
 // A PBX that sends the proxy's INVITE back to it (a loop through a misconfigured PBX) gets 482.
 func TestLoopIs482(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String()})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String())})
 	trunk.send(r.udp, invite(trunk, r.udp, "loop", "loop", "70"))
 	req := pbx.expectRequest(sip.INVITE)
 	// The PBX relays it back, unchanged but for its own Via.
@@ -70,7 +70,7 @@ func TestLoopIs482(t *testing.T) {
 func TestCancelRacing2xxIsRelayed(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
 	rec := &recorder{}
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String(), Observe: rec.observe})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String()), Observe: rec.observe})
 	trunk.send(r.udp, invite(trunk, r.udp, "race", "race", "70"))
 	inv := pbx.expectRequest(sip.INVITE)
 	trunk.expectResponse(100, sip.INVITE)
@@ -115,7 +115,7 @@ func TestCancelRacing2xxIsRelayed(t *testing.T) {
 // Two 200s from forked branches (different To tags) both reach the caller.
 func TestForked2xxBothRelayed(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String()})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String())})
 	trunk.send(r.udp, invite(trunk, r.udp, "fork", "fork", "70"))
 	inv := pbx.expectRequest(sip.INVITE)
 	pbx.respond(r.udp, inv, 200, "OK", "fork-a")
@@ -134,7 +134,7 @@ func TestForked2xxBothRelayed(t *testing.T) {
 // The ACK for a non-2xx final response goes hop by hop under the INVITE's branch.
 func TestAckForNon2xxHopByHop(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String()})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String())})
 	trunk.send(r.udp, invite(trunk, r.udp, "busy", "busy", "70"))
 	inv := pbx.expectRequest(sip.INVITE)
 	pbx.respond(r.udp, inv, 486, "Busy Here", "bz")
@@ -157,7 +157,7 @@ func TestAckForNon2xxHopByHop(t *testing.T) {
 // A request the PBX never answers is retransmitted over UDP, and the caller then gets 408.
 func TestRetransmitsUntilAnswered(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String()})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String())})
 	trunk.send(r.udp, invite(trunk, r.udp, "rtx", "rtx", "70"))
 	first := pbx.expectRequest(sip.INVITE)
 	again := pbx.expectRequest(sip.INVITE) // T1 later
@@ -178,7 +178,7 @@ func TestRetransmitsUntilAnswered(t *testing.T) {
 
 func TestUnparseableDroppedAndCounted(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String()})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String())})
 	trunk.send(r.udp, "this is not SIP at all")
 	trunk.send(r.udp, "INVITE sip:x@y SIP/2.0\nVia: nonsense\nCall-ID: c") // missing From/To/CSeq
 	c, err := net.DialTimeout("tcp", r.tcp.String(), time.Second)
@@ -207,7 +207,7 @@ func TestObserveFields(t *testing.T) {
 func testObserveFields(t *testing.T, inline bool) {
 	trunk, pbx := newUA(t), newUA(t)
 	rec := &recorder{}
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String(), Observe: rec.observe, ObserveInline: inline})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String()), Observe: rec.observe, ObserveInline: inline})
 	before := time.Now()
 	trunk.send(r.udp, invite(trunk, r.udp, "obs", "obs", "70"))
 	inv := pbx.expectRequest(sip.INVITE)
@@ -283,7 +283,7 @@ func TestObserveTCPDataAsReceived(t *testing.T) {
 		got <- string(b[:n])
 	}()
 	rec := &recorder{}
-	r := start(t, Config{PBX: pbx.Addr().String(), Trunk: trunk.addr.String(), Observe: rec.observe, ObserveInline: true})
+	r := start(t, Config{PBX: mustHP(pbx.Addr().String()), Trunk: mustHP(trunk.addr.String()), Observe: rec.observe, ObserveInline: true})
 	c, err := net.DialTimeout("tcp", r.tcp.String(), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func countObserved(rec *recorder, method string) int {
 // Beyond MaxTransactions, requests still reach the PBX, without state, and are counted.
 func TestMaxTransactionsForwardsWithoutState(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String(), MaxTransactions: 1})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String()), MaxTransactions: 1})
 	trunk.send(r.udp, invite(trunk, r.udp, "m1", "m1", "70"))
 	pbx.expectRequest(sip.INVITE)
 	trunk.send(r.udp, invite(trunk, r.udp, "m2", "m2", "70"))
@@ -346,7 +346,7 @@ func TestMaxTransactionsForwardsWithoutState(t *testing.T) {
 // section 9.1), and a 487 then reaches the caller.
 func TestCancelWaitsForProvisional(t *testing.T) {
 	trunk, pbx := newUA(t), newUA(t)
-	r := start(t, Config{PBX: pbx.addr.String(), Trunk: trunk.addr.String()})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String())})
 	trunk.send(r.udp, invite(trunk, r.udp, "early", "early", "70"))
 	inv := pbx.expectRequest(sip.INVITE)
 	trunk.send(r.udp, cancelFor(trunk, r.udp, "early", "early"))

@@ -57,7 +57,7 @@ func runPair(t *testing.T, sipp string, ports *siptest.Ports, c pairCase) {
 	t.Helper()
 	pair := siptest.Prepare(t, siptest.Pair{UAC: scenario(t, c.uac), UAS: scenario(t, c.uas), Calls: c.calls,
 		Transport: c.transport, Rate: 20, Timeout: 20 * time.Second, Ports: ports})
-	cfg := Config{PBX: local(pair.UASPort), Trunk: local(pair.UACPort)}
+	cfg := Config{PBX: mustHP(local(pair.UASPort)), Trunk: mustHP(local(pair.UACPort))}
 	if c.outbound {
 		cfg.PBX, cfg.Trunk = cfg.Trunk, cfg.PBX
 	}

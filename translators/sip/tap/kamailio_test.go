@@ -69,7 +69,7 @@ func TestThroughKamailio(t *testing.T) {
 		t.Run("hep over "+hepTransport, func(t *testing.T) {
 			t.Parallel()
 			const calls = 3
-			tp, s := startTap(t, Config{Window: 100 * time.Millisecond, Listen: []string{hepTransport + "://127.0.0.1:0"}})
+			tp, s := startTap(t, Config{Window: 100 * time.Millisecond, Listen: mustListen(hepTransport + "://127.0.0.1:0")})
 			hepAddr := tp.Addrs()[0].String()
 			if hepTransport == "tcp" {
 				hepAddr += ";transport=tcp"

@@ -20,12 +20,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/sip/callmodel"
 	"github.com/callwire/callwire/translators/sip/hep"
 )
@@ -49,9 +49,9 @@ const (
 
 // Config is what a Tap needs.
 type Config struct {
-	// Listen lists where to receive HEP: "udp://host:port" or "tcp://host:port" (at least one;
-	// port 0 picks a free port, see Addrs).
-	Listen []string
+	// Listen lists where to receive HEP (at least one), as netaddr.ParseListens reads a
+	// configuration's listen addresses; port 0 picks a free port, see Addrs.
+	Listen []netaddr.Listener
 	// Window is the reorder window: how long each message is held so that messages captured
 	// before it (by their HEP timestamps) can overtake it. 0 means DefaultWindow.
 	Window time.Duration
@@ -71,31 +71,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// endpoint is one parsed Listen entry.
-type endpoint struct {
-	network string // "udp" or "tcp"
-	addr    string // host:port
-}
-
-func parseListen(s string) (endpoint, error) {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return endpoint{}, fmt.Errorf("%q: want udp://host:port or tcp://host:port", s)
-	}
-	scheme = strings.ToLower(scheme)
-	if scheme != "udp" && scheme != "tcp" {
-		return endpoint{}, fmt.Errorf("%q: scheme %q is neither udp nor tcp", s, scheme)
-	}
-	_, port, err := net.SplitHostPort(rest)
-	if err != nil {
-		return endpoint{}, fmt.Errorf("%q: %w", s, err)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return endpoint{}, fmt.Errorf("%q: port %q is not a number from 0 to 65535", s, port)
-	}
-	return endpoint{network: scheme, addr: rest}, nil
-}
-
 // Validate reports every problem of c at once, each naming its key; nil when c is usable.
 func (c Config) Validate() error {
 	var errs []error
@@ -103,8 +78,8 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("listen: at least one udp:// or tcp:// address is required"))
 	}
 	for i, l := range c.Listen {
-		if _, err := parseListen(l); err != nil {
-			errs = append(errs, fmt.Errorf("listen[%d]: %w", i, err))
+		if (l.Transport != netaddr.UDP && l.Transport != netaddr.TCP) || !l.Addr.Addr().IsValid() || l.Addr.Addr().Zone() != "" {
+			errs = append(errs, fmt.Errorf("listen[%d]: %q is not a udp or tcp listener on an IP address", i, l))
 		}
 	}
 	if c.Window < 0 || c.Window > MaxWindow {
@@ -148,7 +123,7 @@ type Stats struct {
 // Tap is a running or runnable HEP collector. Its methods are safe for concurrent use.
 type Tap struct {
 	cfg       Config
-	endpoints []endpoint
+	endpoints []netaddr.Listener
 	log       *slog.Logger
 	ready     chan struct{}
 
@@ -179,10 +154,7 @@ func New(cfg Config) (*Tap, error) {
 		cfg.Logger = slog.Default()
 	}
 	t := &Tap{cfg: cfg, log: cfg.Logger.With("observer", "hep"), ready: make(chan struct{})}
-	for _, l := range cfg.Listen {
-		e, _ := parseListen(l)
-		t.endpoints = append(t.endpoints, e)
-	}
+	t.endpoints = append([]netaddr.Listener(nil), cfg.Listen...)
 	return t, nil
 }
 
@@ -236,12 +208,12 @@ func (t *Tap) Run(ctx context.Context) error {
 	var tcps []net.Listener
 	addrs := make([]net.Addr, 0, len(t.endpoints))
 	for _, e := range t.endpoints {
-		switch e.network {
-		case "udp":
-			pc, err := lc.ListenPacket(ctx, "udp", e.addr)
+		switch e.Transport {
+		case netaddr.UDP:
+			pc, err := lc.ListenPacket(ctx, "udp", e.Addr.String())
 			if err != nil {
 				closeAll()
-				return fmt.Errorf("sip tap: listen udp %s: %w", e.addr, err)
+				return fmt.Errorf("sip tap: listen udp %s: %w", e.Addr, err)
 			}
 			if uc, ok := pc.(*net.UDPConn); ok {
 				_ = uc.SetReadBuffer(4 << 20) // a burst must not overflow the kernel's default buffer
@@ -249,11 +221,11 @@ func (t *Tap) Run(ctx context.Context) error {
 			closers = append(closers, func() { _ = pc.Close() })
 			udps = append(udps, pc)
 			addrs = append(addrs, pc.LocalAddr())
-		case "tcp":
-			l, err := lc.Listen(ctx, "tcp", e.addr)
+		case netaddr.TCP:
+			l, err := lc.Listen(ctx, "tcp", e.Addr.String())
 			if err != nil {
 				closeAll()
-				return fmt.Errorf("sip tap: listen tcp %s: %w", e.addr, err)
+				return fmt.Errorf("sip tap: listen tcp %s: %w", e.Addr, err)
 			}
 			closers = append(closers, func() { _ = l.Close() })
 			tcps = append(tcps, l)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/sip/callmodel"
 	"github.com/callwire/callwire/translators/sip/hep"
 )
@@ -26,13 +27,13 @@ func TestValidate(t *testing.T) {
 		cfg  Config
 		want []string // substrings of the error, all of them; none: valid
 	}{
-		{"minimal", Config{Listen: []string{"udp://127.0.0.1:9060"}, Observe: observe}, nil},
-		{"both transports", Config{Listen: []string{"udp://0.0.0.0:9060", "tcp://[::]:9060"}, Window: time.Second, MaxHeld: 5, Observe: observe}, nil},
+		{"minimal", Config{Listen: mustListen("udp://127.0.0.1:9060"), Observe: observe}, nil},
+		{"both transports", Config{Listen: mustListen("udp://0.0.0.0:9060", "tcp://[::]:9060"), Window: time.Second, MaxHeld: 5, Observe: observe}, nil},
 		{"nothing", Config{}, []string{"listen:", "observe:"}},
-		{"every problem at once", Config{Listen: []string{"sctp://0.0.0.0:9060", "udp://nohost", "9060", "tcp://h:99999"},
+		{"every problem at once", Config{Listen: []netaddr.Listener{{Transport: "sctp", Addr: netip.MustParseAddrPort("0.0.0.0:9060")}, {Transport: "udp"}},
 			Window: -1, MaxHeld: -1, MaxConns: -2},
-			[]string{"listen[0]", "listen[1]", "listen[2]", "listen[3]", "window:", "max_held:", "max_conns:", "observe:"}},
-		{"window too long", Config{Listen: []string{"udp://:9060"}, Window: time.Minute, Observe: observe}, []string{"window:"}},
+			[]string{"listen[0]", "listen[1]", "window:", "max_held:", "max_conns:", "observe:"}},
+		{"window too long", Config{Listen: mustListen("udp://:9060"), Window: time.Minute, Observe: observe}, []string{"window:"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,7 +109,7 @@ func startTap(t *testing.T, cfg Config) (*Tap, *sink) {
 	t.Helper()
 	s := newSink()
 	if cfg.Listen == nil {
-		cfg.Listen = []string{"udp://127.0.0.1:0", "tcp://127.0.0.1:0"}
+		cfg.Listen = mustListen("udp://127.0.0.1:0", "tcp://127.0.0.1:0")
 	}
 	cfg.Observe = s.observe
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -383,7 +384,7 @@ func TestUnsupported(t *testing.T) {
 // TestStopObservesWhatIsHeld: a clean stop observes every message still in the window.
 func TestStopObservesWhatIsHeld(t *testing.T) {
 	s := newSink()
-	tp, err := New(Config{Listen: []string{"udp://127.0.0.1:0"}, Window: 5 * time.Second, Observe: s.observe,
+	tp, err := New(Config{Listen: mustListen("udp://127.0.0.1:0"), Window: 5 * time.Second, Observe: s.observe,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +416,7 @@ func TestListenError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	tp, err := New(Config{Listen: []string{"udp://" + busy.LocalAddr().String()}, Observe: func(callmodel.Message) {},
+	tp, err := New(Config{Listen: mustListen("udp://" + busy.LocalAddr().String()), Observe: func(callmodel.Message) {},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -510,7 +511,7 @@ func TestFloodStaysBounded(t *testing.T) {
 		}
 		s.observe(m)
 	}
-	tp, err := New(Config{Listen: []string{"udp://127.0.0.1:0"}, Window: time.Second, MaxHeld: maxHeld, Observe: slow,
+	tp, err := New(Config{Listen: mustListen("udp://127.0.0.1:0"), Window: time.Second, MaxHeld: maxHeld, Observe: slow,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -556,4 +557,13 @@ func TestFloodStaysBounded(t *testing.T) {
 		t.Errorf("stats %+v: a flood through a window of %d released nothing early", st, maxHeld)
 	}
 	t.Logf("sent %d: %+v", n, st)
+}
+
+// mustListen parses a test's listen addresses.
+func mustListen(s ...string) []netaddr.Listener {
+	ls, err := netaddr.ParseListens("listen", s, 9060)
+	if err != nil {
+		panic(err)
+	}
+	return ls
 }
