@@ -148,28 +148,45 @@ func parsePort(p string) (uint16, error) {
 }
 
 // hostName checks a DNS host name with the IDNA lookup rules (RFC 5891, through
-// golang.org/x/net/idna) and returns it punycoded in lower case without a trailing dot. A name
-// whose last label is all digits is a mistyped IPv4 address (RFC 3696 section 2: a top-level
-// label is never all-numeric).
+// golang.org/x/net/idna) and returns it punycoded in lower case without a trailing dot. An
+// underscore is accepted besides letters, digits and hyphens, as container and service names
+// carry them and the system resolver looks them up (RFC 2181 section 11 puts no limit on the
+// characters of a DNS label). A name whose last label is all digits is a mistyped IPv4 address
+// (RFC 3696 section 2: a top-level label is never all-numeric).
 func hostName(h string) (string, error) {
 	h = strings.TrimSuffix(h, ".")
-	p := idna.New(idna.MapForLookup(), idna.BidiRule(), idna.VerifyDNSLength(true), idna.StrictDomainName(true))
-	a, err := p.ToASCII(h)
-	if err == nil {
-		// What the profile maps (invalid UTF-8 among it) must come out as a name that maps to itself.
-		again, aerr := p.ToASCII(a)
-		if aerr != nil || again != a || !utf8.ValidString(h) {
-			err = errors.New("not a stable name")
-		}
+	bad := fmt.Errorf("%q is neither an IP address nor a host name", h)
+	underscore := strings.Contains(h, "_")
+	if !utf8.ValidString(h) || (underscore && !isASCII(h)) {
+		return "", bad
 	}
+	p := idna.New(idna.MapForLookup(), idna.BidiRule(), idna.VerifyDNSLength(true), idna.StrictDomainName(true))
+	a, err := p.ToASCII(strings.ReplaceAll(h, "_", "u"))
 	if err != nil || a == "" {
-		return "", fmt.Errorf("%q is neither an IP address nor a host name", h)
+		return "", bad
+	}
+	// What the profile maps must come out as a name that maps to itself.
+	if again, err := p.ToASCII(a); err != nil || again != a {
+		return "", bad
+	}
+	if underscore {
+		// An ASCII name comes back only lower-cased; put its underscores back.
+		a = strings.ToLower(h)
 	}
 	last := a[strings.LastIndexByte(a, '.')+1:]
 	if strings.Trim(last, "0123456789") == "" {
 		return "", fmt.Errorf("%q is not a valid IP address", h)
 	}
-	return strings.ToLower(a), nil
+	return a, nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // The transports a listener serves.
