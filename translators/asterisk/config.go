@@ -6,15 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/callwire/callwire/internal/confload"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/numbering"
 	"github.com/callwire/callwire/translators/secret"
 )
@@ -38,8 +37,11 @@ var defaultTrunkContexts = []string{"from-trunk", "from-pstn"}
 // Config is the `config:` block of a `builtin: asterisk` translator in the agent's
 // configuration. docs/asterisk.md describes every key.
 type Config struct {
-	// Address is the manager's "host:port" (port 5038 when left out). Default DefaultAddress.
+	// Address is the manager's "host:port" (port 5038 when left out), as netaddr.ParseHostPort
+	// reads it. Default DefaultAddress.
 	Address string `json:"address,omitempty"`
+	// Manager is Address as ParseConfig parsed it, with its default port. The AMI client dials it.
+	Manager netaddr.HostPort `json:"-"`
 	// TLS makes the connection speak TLS (Asterisk's tlsbindport, usually 5039).
 	TLS bool `json:"tls,omitempty"`
 	// TLSCAFile is a PEM file of the certificate authorities to trust for TLS instead of the
@@ -91,12 +93,23 @@ type Duration = confload.Duration
 
 // ParseConfig decodes a configuration block and reports every problem with it at once: unknown
 // keys, values of the wrong type, and what Validate finds. The result has its defaults filled
-// in. It does not read the secret; Secret does.
+// in and its address parsed (Manager). It does not read the secret; ReadSecret does.
 func ParseConfig(raw json.RawMessage) (Config, error) {
 	var c Config
 	decodeErr := confload.DecodeJSON(raw, &c)
 	c.setDefaults()
-	return c, errors.Join(decodeErr, c.Validate())
+	addrErr := c.parseAddress()
+	return c, errors.Join(decodeErr, addrErr, c.validate())
+}
+
+// parseAddress parses Address into Manager, reporting a bad one under its key.
+func (c *Config) parseAddress() error {
+	m, err := netaddr.ParseHostPort(c.Address, DefaultPort)
+	if err != nil {
+		return fmt.Errorf("address: %w", err)
+	}
+	c.Manager = m
+	return nil
 }
 
 func (c *Config) setDefaults() {
@@ -126,15 +139,17 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports every problem with c at once, each naming its key. It expects the defaults
-// to be filled in, as ParseConfig does.
+// Validate reports every problem with c at once, each naming its key, its address among them.
+// It expects the defaults to be filled in, as ParseConfig does.
 func (c Config) Validate() error {
+	return errors.Join(c.parseAddress(), c.validate())
+}
+
+// validate reports every problem with c's keys other than its address.
+func (c Config) validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
-	}
-	if _, err := c.HostPort(); err != nil {
-		bad("address", "%v", err)
 	}
 	if !c.TLS && (c.TLSCAFile != "" || c.TLSServerName != "") {
 		bad("tls", "tls_ca_file and tls_server_name need tls: true")
@@ -202,25 +217,6 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// HostPort returns Address as host:port, with port 5038 when it names none.
-func (c Config) HostPort() (string, error) {
-	s := strings.TrimSpace(c.Address)
-	if strings.Contains(s, "://") || strings.ContainsAny(s, "@/ ") {
-		return "", fmt.Errorf("%q is not host:port", s)
-	}
-	h, p, err := net.SplitHostPort(s)
-	if err != nil {
-		h, p = strings.Trim(s, "[]"), strconv.Itoa(DefaultPort)
-	}
-	if h == "" {
-		return "", fmt.Errorf("%q has no host", s)
-	}
-	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, p)
-	}
-	return net.JoinHostPort(h, p), nil
-}
-
 // ReadSecret returns the manager secret from where the configuration says it is; getenv reads
 // secret_env's variable.
 func (c Config) ReadSecret(getenv func(string) string) (string, error) {
@@ -234,11 +230,7 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.TLSServerName}
 	if tc.ServerName == "" {
-		hp, err := c.HostPort()
-		if err != nil {
-			return nil, err
-		}
-		tc.ServerName, _, _ = net.SplitHostPort(hp)
+		tc.ServerName = c.Manager.Host
 	}
 	if c.TLSCAFile != "" {
 		pem, err := os.ReadFile(c.TLSCAFile)

@@ -14,11 +14,50 @@ func TestParseConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hp, _ := c.HostPort()
-	if hp != DefaultAddress || c.Provider != "asterisk" || c.Events != DefaultEvents ||
+	if c.Manager.String() != DefaultAddress || c.Provider != "asterisk" || c.Events != DefaultEvents ||
 		time.Duration(c.PingInterval) != DefaultPingInterval || time.Duration(c.ReconnectMin) != time.Second ||
 		time.Duration(c.ReconnectMax) != 30*time.Second || time.Duration(c.CheckEvery) != 5*time.Minute || strings.Join(c.TrunkContexts, ",") != "from-trunk,from-pstn" {
 		t.Errorf("defaults: %+v", c)
+	}
+}
+
+// TestParseConfigAddress: every form docs/asterisk.md allows for address is parsed once here,
+// with port 5038 when it names none, and what the AMI client could not dial is refused here.
+func TestParseConfigAddress(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"", "127.0.0.1:5038"},
+		{"10.0.0.20", "10.0.0.20:5038"},
+		{"10.0.0.20:5039", "10.0.0.20:5039"},
+		{"pbx.clinic.example", "pbx.clinic.example:5038"},
+		{"pbx.clinic.example:15038", "pbx.clinic.example:15038"},
+		{"[2001:db8::20]", "[2001:db8::20]:5038"},
+		{"[2001:db8::20]:5039", "[2001:db8::20]:5039"},
+		{"2001:db8::20", "[2001:db8::20]:5038"},
+		{"tcp://10.0.0.20:5038", `error: address: "tcp://10.0.0.20:5038" is a URL`},
+		{"10.0.0.20:0", `error: address: "10.0.0.20:0": port 0`},
+		{"10.0.0.20:ami", `error: address: "10.0.0.20:ami": port "ami"`},
+		{"asterisk_1", "asterisk_1:5038"},
+		{"pbx$1", `error: address: "pbx$1": "pbx$1" is neither an IP address nor a host name`},
+	}
+	for _, tc := range cases {
+		raw, _ := json.Marshal(map[string]any{"address": tc.in, "username": "callwire", "secret": "s", "default_country": "US"})
+		c, err := ParseConfig(raw)
+		if w, isErr := strings.CutPrefix(tc.want, "error: "); isErr {
+			if err == nil || !strings.HasPrefix(err.Error(), w) {
+				t.Errorf("%q: error %v, want one starting %q", tc.in, err, w)
+			}
+			continue
+		}
+		if err != nil || c.Manager.String() != tc.want {
+			t.Errorf("%q: %v, %v; want %s", tc.in, c.Manager, err, tc.want)
+		}
+	}
+	c, err := ParseConfig(json.RawMessage(`{"address": "pbx.clinic.example:5039", "tls": true, "username": "u", "secret": "s", "default_country": "US"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, err := c.TLSConfig(); err != nil || tc.ServerName != "pbx.clinic.example" {
+		t.Errorf("TLS server name from the address: %v, %v", tc, err)
 	}
 }
 

@@ -75,7 +75,7 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	if err != nil {
 		return fmt.Errorf("asterisk: %w", err)
 	}
-	addr, _ := cfg.HostPort()
+	addr := cfg.Manager
 	tracker, err := NewTracker(TrackerConfig{Plan: plan, Provider: cfg.Provider,
 		TrunkChannels: cfg.TrunkChannels, TrunkContexts: cfg.TrunkContexts, EndpointExtensions: cfg.EndpointExtensions})
 	if err != nil {
@@ -90,7 +90,7 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	if cfg.PingInterval == 0 {
 		s.dial.PingInterval = -1
 	}
-	log.Info("asterisk translator starting", "address", addr, "tls", cfg.TLS, "user", cfg.Username, "events", cfg.Events)
+	log.Info("asterisk translator starting", "address", addr.String(), "tls", cfg.TLS, "user", cfg.Username, "events", cfg.Events)
 	t.setHealth(errors.New("not connected to the manager yet"))
 	backoff := time.Duration(cfg.ReconnectMin)
 	for {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/callwire/callwire/translators/netaddr"
 )
 
 // Defaults of Config.
@@ -49,8 +51,9 @@ func (e *ActionError) Error() string {
 
 // Config says where and how a Conn connects. Only Addr is required.
 type Config struct {
-	// Addr is the manager's "host:port" (Asterisk listens on 5038, 5039 with TLS).
-	Addr string
+	// Addr is the manager's address (Asterisk listens on 5038, 5039 with TLS), as the
+	// translator's configuration parsed it. A host name is looked up at each Dial.
+	Addr netaddr.HostPort
 	// TLS, when not nil, makes Dial speak TLS with this configuration.
 	TLS *tls.Config
 	// DialTimeout bounds the TCP (and TLS) connect and the banner (default
@@ -76,10 +79,8 @@ type Config struct {
 
 func (c Config) withDefaults() (Config, error) {
 	var problems []string
-	if c.Addr == "" {
-		problems = append(problems, "addr is empty")
-	} else if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		problems = append(problems, fmt.Sprintf("addr %q is not host:port", c.Addr))
+	if c.Addr.IsZero() || c.Addr.Host == "" || c.Addr.Port == 0 {
+		problems = append(problems, "addr needs a host and a port")
 	}
 	for _, d := range []struct {
 		name string
@@ -205,9 +206,9 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	var nc net.Conn
 	nd := &net.Dialer{}
 	if cfg.TLS != nil {
-		nc, err = (&tls.Dialer{NetDialer: nd, Config: cfg.TLS}).DialContext(dctx, "tcp", cfg.Addr)
+		nc, err = (&tls.Dialer{NetDialer: nd, Config: cfg.TLS}).DialContext(dctx, "tcp", cfg.Addr.String())
 	} else {
-		nc, err = nd.DialContext(dctx, "tcp", cfg.Addr)
+		nc, err = nd.DialContext(dctx, "tcp", cfg.Addr.String())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dial ami %s: %w", cfg.Addr, err)
@@ -231,7 +232,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		nc:       nc,
 		r:        r,
 		version:  version,
-		log:      cfg.Logger.With(slog.String("ami", cfg.Addr)),
+		log:      cfg.Logger.With(slog.String("ami", cfg.Addr.String())),
 		w:        NewWriter(nc),
 		pending:  make(map[string]*call),
 		events:   make(chan Message),

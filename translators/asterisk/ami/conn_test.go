@@ -17,6 +17,7 @@ import (
 
 	"github.com/callwire/callwire/translators/asterisk/ami"
 	"github.com/callwire/callwire/translators/asterisk/ami/amitest"
+	"github.com/callwire/callwire/translators/netaddr"
 )
 
 const (
@@ -52,7 +53,7 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 // dial connects to srv and closes the connection at the end of the test.
 func dial(t *testing.T, srv *amitest.Server, cfg ami.Config) *ami.Conn {
 	t.Helper()
-	cfg.Addr = srv.Addr()
+	cfg.Addr = hostPort(t, srv.Addr())
 	c, err := ami.Dial(testCtx(t, 5*time.Second), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -427,14 +428,14 @@ func TestDialTLS(t *testing.T) {
 }
 
 func TestDialErrors(t *testing.T) {
-	if _, err := ami.Dial(testCtx(t, time.Second), ami.Config{Addr: "nohostport", DialTimeout: -1}); err == nil ||
-		!strings.Contains(err.Error(), "host:port") || !strings.Contains(err.Error(), "dial timeout") {
+	if _, err := ami.Dial(testCtx(t, time.Second), ami.Config{DialTimeout: -1}); err == nil ||
+		!strings.Contains(err.Error(), "addr needs a host and a port") || !strings.Contains(err.Error(), "dial timeout") {
 		t.Errorf("config error %v, want every problem named", err)
 	}
 	// A server that never sends its banner.
 	srv := amitest.NewServer(t, amitest.Config{})
 	srv.Close()
-	if _, err := ami.Dial(testCtx(t, 2*time.Second), ami.Config{Addr: srv.Addr()}); err == nil {
+	if _, err := ami.Dial(testCtx(t, 2*time.Second), ami.Config{Addr: hostPort(t, srv.Addr())}); err == nil {
 		t.Error("dial to a closed port succeeded")
 	}
 }
@@ -465,19 +466,19 @@ func rawServer(t *testing.T, script string) string {
 func TestMalformedStreamsFailLoudly(t *testing.T) {
 	t.Run("foreign banner", func(t *testing.T) {
 		addr := rawServer(t, "SSH-2.0-OpenSSH_9.6\r\n")
-		if _, err := ami.Dial(testCtx(t, 5*time.Second), ami.Config{Addr: addr}); !errors.Is(err, ami.ErrBanner) {
+		if _, err := ami.Dial(testCtx(t, 5*time.Second), ami.Config{Addr: hostPort(t, addr)}); !errors.Is(err, ami.ErrBanner) {
 			t.Fatalf("err %v, want ErrBanner", err)
 		}
 	})
 	t.Run("no banner before the deadline", func(t *testing.T) {
 		addr := rawServer(t, "")
-		if _, err := ami.Dial(testCtx(t, 5*time.Second), ami.Config{Addr: addr, DialTimeout: 100 * time.Millisecond}); err == nil {
+		if _, err := ami.Dial(testCtx(t, 5*time.Second), ami.Config{Addr: hostPort(t, addr), DialTimeout: 100 * time.Millisecond}); err == nil {
 			t.Fatal("dial without a banner succeeded")
 		}
 	})
 	t.Run("malformed event ends the connection, not the event alone", func(t *testing.T) {
 		addr := rawServer(t, "Asterisk Call Manager/7.0.3\r\nEvent: A\r\n\r\nEvent: B\r\nno colon\r\n\r\nEvent: C\r\n\r\n")
-		c, err := ami.Dial(testCtx(t, 5*time.Second), ami.Config{Addr: addr, PingInterval: -1})
+		c, err := ami.Dial(testCtx(t, 5*time.Second), ami.Config{Addr: hostPort(t, addr), PingInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +501,7 @@ func TestMalformedStreamsFailLoudly(t *testing.T) {
 	})
 	t.Run("oversize line", func(t *testing.T) {
 		addr := rawServer(t, "Asterisk Call Manager/7.0.3\r\nEvent: "+strings.Repeat("x", 300)+"\r\n\r\n")
-		c, err := ami.Dial(testCtx(t, 5*time.Second), ami.Config{Addr: addr, PingInterval: -1, Limits: ami.Limits{MaxLineBytes: 128}})
+		c, err := ami.Dial(testCtx(t, 5*time.Second), ami.Config{Addr: hostPort(t, addr), PingInterval: -1, Limits: ami.Limits{MaxLineBytes: 128}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -510,4 +511,14 @@ func TestMalformedStreamsFailLoudly(t *testing.T) {
 			t.Fatalf("Err() = %v, want ErrLineTooLong", c.Err())
 		}
 	})
+}
+
+// hostPort parses a test server's host:port.
+func hostPort(t *testing.T, s string) netaddr.HostPort {
+	t.Helper()
+	h, err := netaddr.ParseHostPort(s, 5038)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
