@@ -57,6 +57,33 @@ type HostOptions struct {
 	// StopGrace is how long a translator asked to stop may take to end its Run, still having its
 	// events taken, before its process is killed (default 5s).
 	StopGrace time.Duration
+	// GiveUpAfter, when positive, is how many runs in a row of one translator may end (or fail
+	// to start) each within ResetAfter of its launch before the translator is taken to keep
+	// failing: restarting it once more would not help (its port is taken, its configuration is
+	// refused, its executable is missing). Run then stops every translator, as when its context
+	// ends, and returns a *FailingError. A run that lasted ResetAfter or longer starts the count
+	// again. 0 restarts every translator forever.
+	GiveUpAfter int
+}
+
+// FailingError is Host.Run's error when a translator keeps failing (see
+// HostOptions.GiveUpAfter). Its message names the translator, its restarts and its last error.
+type FailingError struct {
+	// Name is the translator's name.
+	Name string
+	// Failures is how many runs in a row ended, each within Within of its launch.
+	Failures int
+	Within   time.Duration
+	// Restarts counts the launches after the first, as TranslatorStatus.Restarts.
+	Restarts int
+	// LastError is why the last run ended or could not start.
+	LastError string
+}
+
+// Error implements error.
+func (e *FailingError) Error() string {
+	return fmt.Sprintf("translator %s keeps failing: its last %d runs each ended within %s of starting (%d restarts); last error: %s",
+		e.Name, e.Failures, e.Within, e.Restarts, e.LastError)
 }
 
 // Host launches translators as child processes, hands their events to a Sink, restarts them when
@@ -129,6 +156,9 @@ func NewHost(opts HostOptions) (*Host, error) {
 		{&opts.HealthTimeout, 5 * time.Second, "HealthTimeout"},
 		{&opts.StopGrace, 5 * time.Second, "StopGrace"},
 	}
+	if opts.GiveUpAfter < 0 {
+		errs = append(errs, errors.New("GiveUpAfter is negative"))
+	}
 	for _, d := range defaults {
 		switch {
 		case *d.d < 0:
@@ -156,18 +186,30 @@ func NewHost(opts HostOptions) (*Host, error) {
 
 // Run runs every translator until ctx ends, then stops them all: each is asked to end its Run,
 // given StopGrace to do so, and then its process is killed. Run returns nil once every process
-// has exited and the Sink will not be called again. A Host runs once; a second Run returns an
-// error.
+// has exited and the Sink will not be called again. When a translator keeps failing (see
+// HostOptions.GiveUpAfter) Run stops them all alike before ctx ends and returns a *FailingError
+// (the first, when several gave up at once). A Host runs once; a second Run returns an error.
 func (h *Host) Run(ctx context.Context) error {
 	if !h.started.CompareAndSwap(false, true) {
 		return errors.New("translator host: already run")
 	}
-	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		failOnce sync.Once
+		failed   error
+	)
 	for i := range h.opts.Translators {
-		wg.Go(func() { h.supervise(ctx, i) })
+		wg.Go(func() {
+			if err := h.supervise(ctx, i); err != nil {
+				failOnce.Do(func() { failed = err })
+				cancel()
+			}
+		})
 	}
 	wg.Wait()
-	return nil
+	return failed
 }
 
 // Status returns a snapshot of every translator, in the order of HostOptions.Translators.
@@ -183,11 +225,13 @@ func (h *Host) update(i int, f func(*TranslatorStatus)) {
 	f(&h.status[i])
 }
 
-// supervise runs translator i again and again, with backoff, until ctx ends.
-func (h *Host) supervise(ctx context.Context, i int) {
+// supervise runs translator i again and again, with backoff, until ctx ends, or until it keeps
+// failing, which it returns as a *FailingError.
+func (h *Host) supervise(ctx context.Context, i int) error {
 	spec := h.opts.Translators[i]
 	log := h.log.With("translator", spec.Name)
 	backoff := h.opts.MinBackoff
+	streak := 0 // runs in a row that ended within ResetAfter
 	for launch := 0; ; launch++ {
 		if launch > 0 {
 			h.update(i, func(s *TranslatorStatus) { s.Restarts++ })
@@ -196,23 +240,32 @@ func (h *Host) supervise(ctx context.Context, i int) {
 		err := h.runOnce(ctx, i, log)
 		if ctx.Err() != nil {
 			log.Info("translator stopped")
-			return
+			return nil
 		}
 		ran := time.Since(began)
 		if ran >= h.opts.ResetAfter {
 			backoff = h.opts.MinBackoff
+			streak = 0
+		} else {
+			streak++
 		}
 		if err == nil {
 			err = errors.New("translator ended its run without being asked to")
 		}
-		h.update(i, func(s *TranslatorStatus) { s.LastError = err.Error() })
+		var restarts int
+		h.update(i, func(s *TranslatorStatus) { s.LastError, restarts = err.Error(), s.Restarts })
+		if h.opts.GiveUpAfter > 0 && streak >= h.opts.GiveUpAfter {
+			fe := &FailingError{Name: spec.Name, Failures: streak, Within: h.opts.ResetAfter, Restarts: restarts, LastError: err.Error()}
+			log.Error("translator keeps failing; giving up", "error", err, "failures", streak, "restarts", restarts)
+			return fe
+		}
 		log.Error("translator ended; restarting it", "error", err, "ran", ran.Round(time.Millisecond), "restart_in", backoff)
 		wait := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			wait.Stop()
 			log.Info("translator stopped")
-			return
+			return nil
 		case <-wait.C:
 		}
 		backoff = min(backoff*2, h.opts.MaxBackoff)

@@ -636,6 +636,61 @@ func TestBackoffResetsAfterAHealthyRun(t *testing.T) {
 	}
 }
 
+// TestTranslatorThatKeepsFailingEndsRun: with GiveUpAfter, a translator whose runs keep ending
+// soon after their launch ends Host.Run with a *FailingError naming it, its restarts and its last
+// error, and every other translator is stopped with it.
+func TestTranslatorThatKeepsFailingEndsRun(t *testing.T) {
+	sink := &recordingSink{}
+	hs := start(t, sink, plugins.HostOptions{
+		GiveUpAfter: 3,
+		Translators: []plugins.TranslatorSpec{
+			spec("steady", `{"events": 1, "callId": "steady-1"}`),
+			spec("failing", `{"events": 1, "callId": "failing-1", "fail": "listen udp://0.0.0.0:5060: address already in use"}`),
+		},
+	})
+	var err error
+	select {
+	case err = <-hs.done:
+		hs.done <- nil // stop's own check
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not end although a translator keeps failing")
+	}
+	var fe *plugins.FailingError
+	if !errors.As(err, &fe) {
+		t.Fatalf("Run: %v, want a *plugins.FailingError", err)
+	}
+	if fe.Name != "failing" || fe.Failures != 3 || fe.Restarts != 2 || !strings.Contains(fe.LastError, "address already in use") {
+		t.Errorf("FailingError %+v", fe)
+	}
+	for _, w := range []string{"translator failing keeps failing", "last 3 runs", "(2 restarts)", "last error: translator returned: listen udp://0.0.0.0:5060: address already in use"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	for _, s := range hs.host.Status() {
+		if s.Running {
+			t.Errorf("%s still runs after Run returned", s.Name)
+		}
+	}
+	if n := len(hs.logs.find("translator keeps failing; giving up", "translator", "failing")); n != 1 {
+		t.Errorf("giving up logged %d times", n)
+	}
+}
+
+// TestLongRunsNeverGiveUp: runs that each last ResetAfter do not count toward GiveUpAfter.
+func TestLongRunsNeverGiveUp(t *testing.T) {
+	hs := start(t, &recordingSink{}, plugins.HostOptions{
+		GiveUpAfter: 2, ResetAfter: time.Nanosecond, // every run counts as long
+		Translators: []plugins.TranslatorSpec{spec("brief", `{"events": 1, "callId": "brief-1", "exit": true}`)},
+	})
+	waitFor(t, "restarts", 10*time.Second, func() bool { return hs.host.Status()[0].Restarts >= 4 })
+	select {
+	case err := <-hs.done:
+		t.Fatalf("Run ended: %v", err)
+	default:
+	}
+}
+
 func TestNewHostReportsEveryProblem(t *testing.T) {
 	_, err := plugins.NewHost(plugins.HostOptions{
 		Translators: []plugins.TranslatorSpec{
