@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/plugins/agent"
 )
 
@@ -35,7 +38,11 @@ func newAgent() *cobra.Command {
 			if err := checkBuiltins(c); err != nil {
 				return err
 			}
-			return agent.Run(cmd.Context(), c, agent.RunOptions{Logger: log})
+			err = agent.Run(cmd.Context(), c, agent.RunOptions{Logger: log})
+			if fe := (*plugins.FailingError)(nil); errors.As(err, &fe) {
+				return fmt.Errorf("%w\nthe agent stopped rather than restart translator %s again; fix what the last error names and start it again (docs/agent.md, \"When a translator keeps failing\")", err, fe.Name)
+			}
+			return err
 		},
 	}
 	cmd.Flags().String("core-url", "", "the core's base URL (core.url)")

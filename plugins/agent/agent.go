@@ -67,7 +67,30 @@ type Options struct {
 	DrainTimeout time.Duration
 	// StatusInterval is how often Run logs the counters. Default 1m; negative turns it off.
 	StatusInterval time.Duration
+	// Health reports the translators' processes (a *plugins.Host). When set, Status, the status
+	// log line and the metrics carry each translator's health, restarts and last error. Default:
+	// none; then they carry the event counts alone.
+	Health HealthSource
 }
+
+// HealthSource reports the translators' processes, as plugins.Host.Status does.
+type HealthSource interface {
+	Status() []plugins.TranslatorStatus
+}
+
+// The health a TranslatorStatus reports.
+const (
+	// HealthHealthy: the translator runs and its last health check passed (or it does not
+	// report its health).
+	HealthHealthy = "healthy"
+	// HealthUnhealthy: the translator runs and its last health check failed.
+	HealthUnhealthy = "unhealthy"
+	// HealthStarting: the translator runs and its first health check has not answered yet.
+	HealthStarting = "starting"
+	// HealthDown: no process of the translator runs: it ended, or could not start, and waits to
+	// be restarted.
+	HealthDown = "down"
+)
 
 // Agent is the Sink translators emit into and the sender that drains the outbox. It is safe for
 // concurrent use. Create it with New; Accept may be called before and after Run.
@@ -80,12 +103,15 @@ type Agent struct {
 	// exclusively by Status, so that a Status never shows an event neither queued nor counted.
 	settling sync.RWMutex
 
-	mu      sync.Mutex
-	counts  map[string]*TranslatorStatus
-	suspect map[int64]bool // events of a refused batch: each now goes alone
-	until   time.Time      // no request before this moment
-	fails   int            // failed requests in a row
-	lastLog map[string]time.Time
+	started time.Time
+
+	mu        sync.Mutex
+	lastEvent map[string]time.Time // when each translator last handed an event to Accept
+	counts    map[string]*TranslatorStatus
+	suspect   map[int64]bool // events of a refused batch: each now goes alone
+	until     time.Time      // no request before this moment
+	fails     int            // failed requests in a row
+	lastLog   map[string]time.Time
 }
 
 var _ plugins.Sink = (*Agent)(nil)
@@ -105,6 +131,36 @@ type TranslatorStatus struct {
 	Retried int64 `json:"retried"`
 	// DeadLettered is how many the core refused for good.
 	DeadLettered int64 `json:"dead_lettered"`
+	// LastEvent is when the translator last handed the agent an event, taken or refused; zero
+	// before its first.
+	LastEvent time.Time `json:"last_event,omitzero"`
+
+	// The process, from Options.Health; empty without it.
+	//
+	// Health is HealthHealthy, HealthUnhealthy, HealthStarting or HealthDown.
+	Health string `json:"health,omitempty"`
+	// HealthError is why the last health check failed.
+	HealthError string `json:"health_error,omitempty"`
+	// Restarts counts the translator's launches after the first.
+	Restarts int `json:"restarts"`
+	// LastError is why the translator last ended or failed to start; empty if it never has.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Up reports whether the translator runs and is healthy.
+func (s TranslatorStatus) Up() bool { return s.Health == HealthHealthy }
+
+// healthOf names the health of a translator's process.
+func healthOf(p plugins.TranslatorStatus) string {
+	switch {
+	case !p.Running:
+		return HealthDown
+	case p.Healthy:
+		return HealthHealthy
+	case p.HealthChecked.IsZero():
+		return HealthStarting
+	}
+	return HealthUnhealthy
 }
 
 // Status is the agent's counters at one moment.
@@ -151,8 +207,8 @@ func New(o Options) (*Agent, error) {
 		o.StatusInterval = time.Minute
 	}
 	a := &Agent{o: o, log: o.Logger, counts: map[string]*TranslatorStatus{}, suspect: map[int64]bool{},
-		lastLog: map[string]time.Time{}}
-	a.m = newMetrics()
+		lastLog: map[string]time.Time{}, lastEvent: map[string]time.Time{}, started: time.Now()}
+	a.m = newMetrics(a.healthRows)
 	if o.Registerer != nil {
 		if err := a.m.register(o.Registerer); err != nil {
 			return nil, fmt.Errorf("agent: metrics: %w", err)
@@ -166,6 +222,9 @@ func New(o Options) (*Agent, error) {
 // outbox.ErrTooLarge, outbox.ErrFull (the translator keeps the event and may retry later) or
 // outbox.ErrClosed (the agent is stopping).
 func (a *Agent) Accept(ctx context.Context, translator string, e event.Event) error {
+	a.mu.Lock()
+	a.lastEvent[translator] = time.Now()
+	a.mu.Unlock()
 	err := a.o.Outbox.Add(ctx, translator, e)
 	if err != nil {
 		reason := "error"
@@ -235,17 +294,59 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 	}
 	out := Status{Translators: map[string]TranslatorStatus{}, Queued: st.Queued, Bytes: st.Bytes,
 		InFlight: st.InFlight, DeadLetterTotal: st.DeadLettered}
-	a.mu.Lock()
-	for name, c := range a.counts {
-		out.Translators[name] = *c
+	for name, t := range a.translatorStatus() {
+		out.Translators[name] = t
 	}
-	a.mu.Unlock()
 	for name, s := range st.Sources {
 		t := out.Translators[name]
 		t.Queued = int64(s.Queued)
 		out.Translators[name] = t
 	}
 	return out, nil
+}
+
+// translatorStatus returns every known translator's counts, last event and process (without the
+// outbox's Queued).
+func (a *Agent) translatorStatus() map[string]TranslatorStatus {
+	var procs []plugins.TranslatorStatus
+	if a.o.Health != nil {
+		procs = a.o.Health.Status()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]TranslatorStatus, len(a.counts)+len(procs))
+	for name, c := range a.counts {
+		t := *c
+		t.LastEvent = a.lastEvent[name]
+		out[name] = t
+	}
+	for _, p := range procs {
+		t := out[p.Name]
+		t.LastEvent = a.lastEvent[p.Name]
+		t.Health, t.HealthError, t.Restarts, t.LastError = healthOf(p), p.HealthError, p.Restarts, p.LastError
+		out[p.Name] = t
+	}
+	return out
+}
+
+// healthRows are the translators' rows of the health metrics now.
+func (a *Agent) healthRows(now time.Time) []healthRow {
+	all := a.translatorStatus()
+	rows := make([]healthRow, 0, len(all))
+	for name, t := range all {
+		rows = append(rows, healthRow{name: name, known: t.Health != "", up: t.Up(), restarts: t.Restarts,
+			since: a.sinceLastEvent(t, now)})
+	}
+	return rows
+}
+
+// sinceLastEvent is how long ago t's translator last handed over an event, or, before its first,
+// how long ago the agent started.
+func (a *Agent) sinceLastEvent(t TranslatorStatus, now time.Time) time.Duration {
+	if t.LastEvent.IsZero() {
+		return now.Sub(a.started)
+	}
+	return now.Sub(t.LastEvent)
 }
 
 // Run sends the outbox's events to the core until ctx ends, logging the counters every
@@ -329,10 +430,27 @@ func (a *Agent) logStatus(ctx context.Context) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	now := time.Now()
 	for _, n := range names {
 		t := st.Translators[n]
-		a.log.Info("agent status", "translator", n, "queued", t.Queued, "sent", t.Sent, "retried", t.Retried,
+		attrs := []any{"translator", n}
+		level := slog.LevelInfo
+		if t.Health != "" {
+			attrs = append(attrs, "health", t.Health, "restarts", t.Restarts)
+			if t.HealthError != "" {
+				attrs = append(attrs, "health_error", t.HealthError)
+			}
+			if t.LastError != "" {
+				attrs = append(attrs, "last_error", t.LastError)
+			}
+			if !t.Up() && t.Health != HealthStarting {
+				level = slog.LevelWarn
+			}
+		}
+		attrs = append(attrs, "since_last_event", a.sinceLastEvent(t, now).Round(time.Second).String(),
+			"queued", t.Queued, "sent", t.Sent, "retried", t.Retried,
 			"dead_lettered", t.DeadLettered, "accepted", t.Accepted, "refused", t.Refused)
+		a.log.Log(ctx, level, "agent status", attrs...)
 	}
 	a.log.Info("agent outbox", "queued", st.Queued, "bytes", st.Bytes, "in_flight", st.InFlight,
 		"dead_letter_total", st.DeadLetterTotal, "dead_letter_file", a.o.Outbox.DeadLetterPath())

@@ -43,7 +43,9 @@ func TestMain(m *testing.M) {
 		killHelper(path, core)
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeTestTranslator()
+	os.Exit(code)
 }
 
 func killHelper(path, core string) {

@@ -10,8 +10,10 @@ import (
 )
 
 // metrics are the agent's Prometheus metrics. The outbox gauges are refreshed from the outbox
-// every second while Run runs.
+// every second while Run runs; the translators' health is read when the metrics are scraped.
 type metrics struct {
+	health *healthCollector
+
 	accepted *prometheus.CounterVec
 	refused  *prometheus.CounterVec
 	sent     *prometheus.CounterVec
@@ -30,12 +32,20 @@ type metrics struct {
 	deadAll  prometheus.Gauge
 }
 
-func newMetrics() *metrics {
+func newMetrics(rows func(time.Time) []healthRow) *metrics {
 	tr := []string{"translator"}
 	gauge := func(name, help string) prometheus.Gauge {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 	}
 	return &metrics{
+		health: &healthCollector{rows: rows,
+			up: prometheus.NewDesc("callwire_translator_up",
+				"1 while the translator's process runs and its last health check passed, else 0.", tr, nil),
+			restarts: prometheus.NewDesc("callwire_translator_restarts_total",
+				"Launches of the translator after its first, since the agent started.", tr, nil),
+			since: prometheus.NewDesc("callwire_translator_seconds_since_last_event",
+				"Seconds since the translator last handed the agent an event, or since the agent started when it has handed none.", tr, nil),
+		},
 		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "callwire_agent_events_accepted_total",
 			Help: "Events stored in the outbox, by translator."}, tr),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "callwire_agent_events_refused_total",
@@ -68,7 +78,7 @@ func newMetrics() *metrics {
 // register adds every metric to r.
 func (m *metrics) register(r prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{m.accepted, m.refused, m.sent, m.retried, m.dead, m.requests,
+	for _, c := range []prometheus.Collector{m.health, m.accepted, m.refused, m.sent, m.retried, m.dead, m.requests,
 		m.latency, m.queued, m.oldest, m.total, m.bytes, m.inFlight, m.maxEv, m.maxBytes, m.deadAll} {
 		errs = append(errs, r.Register(c))
 	}
@@ -93,4 +103,41 @@ func (m *metrics) refresh(st outbox.Stats, names []string, now time.Time) {
 	m.maxEv.Set(float64(st.MaxEvents))
 	m.maxBytes.Set(float64(st.MaxBytes))
 	m.deadAll.Set(float64(st.DeadLettered))
+}
+
+// healthRow is one translator's row of the health metrics.
+type healthRow struct {
+	name     string
+	known    bool // its process is reported (up and restarts have values)
+	up       bool
+	restarts int
+	since    time.Duration
+}
+
+// healthCollector serves the translators' health from rows, read at each scrape.
+type healthCollector struct {
+	rows                func(now time.Time) []healthRow
+	up, restarts, since *prometheus.Desc
+}
+
+// Describe implements prometheus.Collector.
+func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.up
+	ch <- c.restarts
+	ch <- c.since
+}
+
+// Collect implements prometheus.Collector.
+func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.rows(time.Now()) {
+		if r.known {
+			up := 0.0
+			if r.up {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, r.name)
+			ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(r.restarts), r.name)
+		}
+		ch <- prometheus.MustNewConstMetric(c.since, prometheus.GaugeValue, r.since.Seconds(), r.name)
+	}
 }

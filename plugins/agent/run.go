@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,10 @@ import (
 	"github.com/callwire/callwire/sdk/outbox"
 )
 
+// DefaultGiveUpAfter is how many runs in a row of one translator may each end within a minute of
+// its launch before Run takes it to keep failing and ends (plugins.HostOptions.GiveUpAfter).
+const DefaultGiveUpAfter = 5
+
 // RunOptions adjust Run. The zero value is ready to use.
 type RunOptions struct {
 	// Logger receives the agent's log and its translators'. Default: NewLogger(c.Log, os.Stderr).
@@ -31,7 +36,8 @@ type RunOptions struct {
 	// nil when metrics.listen is empty) and the translators are starting.
 	OnReady func(metricsAddr net.Addr)
 	// Host adjusts the translator host's options before it is created (for example shorter
-	// restart backoffs in tests). Translators, Sink and Logger are already set.
+	// restart backoffs in tests). Translators, Sink, Logger and GiveUpAfter (DefaultGiveUpAfter)
+	// are already set.
 	Host func(*plugins.HostOptions)
 }
 
@@ -74,8 +80,11 @@ func NewClient(c Config) (*sdk.Client, error) {
 // c.Metrics.Listen, starts the translators under a plugins.Host with the Agent as their Sink,
 // and sends the outbox to the core. When ctx ends it stops the translators (their last events
 // are still taken), lets requests in flight finish for up to c.Delivery.ShutdownTimeout, closes
-// the outbox and the metrics listener, and returns nil. It returns an error, having started
-// nothing that still runs, when any of that cannot start.
+// the outbox and the metrics listener, and returns nil. When a translator keeps failing (its
+// last DefaultGiveUpAfter runs each ended within a minute of their launch) it stops alike and
+// returns an error wrapping the host's *plugins.FailingError, which names the translator, its
+// restarts and its last error. It returns an error, having started nothing that still runs,
+// when any of that cannot start.
 func Run(ctx context.Context, c Config, o RunOptions) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -103,9 +112,10 @@ func Run(ctx context.Context, c Config, o RunOptions) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer ob.Close()
+	health := &hostHealth{}
 	a, err := New(Options{Outbox: ob, Client: client, Logger: log, Registerer: reg, Workers: c.Delivery.Workers,
 		MinBackoff: c.Delivery.MinBackoff, MaxBackoff: c.Delivery.MaxBackoff, RequestTimeout: c.Delivery.RequestTimeout,
-		DrainTimeout: c.Delivery.ShutdownTimeout, StatusInterval: statusInterval(c.Metrics.LogInterval)})
+		DrainTimeout: c.Delivery.ShutdownTimeout, StatusInterval: statusInterval(c.Metrics.LogInterval), Health: health})
 	if err != nil {
 		return err
 	}
@@ -114,7 +124,7 @@ func Run(ctx context.Context, c Config, o RunOptions) error {
 		names[i] = s.Name
 	}
 	a.Known(names...)
-	hopts := plugins.HostOptions{Translators: specs, Sink: a, Logger: log}
+	hopts := plugins.HostOptions{Translators: specs, Sink: a, Logger: log, GiveUpAfter: DefaultGiveUpAfter}
 	if o.Host != nil {
 		o.Host(&hopts)
 	}
@@ -122,6 +132,7 @@ func Run(ctx context.Context, c Config, o RunOptions) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	health.host.Store(host)
 
 	var metricsAddr net.Addr
 	var srv *http.Server
@@ -151,13 +162,18 @@ func Run(ctx context.Context, c Config, o RunOptions) error {
 		o.OnReady(metricsAddr)
 	}
 
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	sendDone := make(chan struct{})
 	go func() {
 		defer close(sendDone)
 		_ = a.Run(ctx)
 	}()
-	if err := host.Run(ctx); err != nil {
-		log.Error("agent: translator host", "err", err)
+	hostErr := host.Run(ctx)
+	if hostErr != nil {
+		// The translators are stopped already; the events they handed over are still sent.
+		log.Error("callwire agent stopping: a translator keeps failing", "err", hostErr)
+		stop()
 	}
 	<-ctx.Done()
 	log.Info("callwire agent stopping: translators stopped, finishing requests in flight")
@@ -170,7 +186,24 @@ func Run(ctx context.Context, c Config, o RunOptions) error {
 	if err := ob.Close(); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	if hostErr != nil {
+		return fmt.Errorf("agent: %w", hostErr)
+	}
 	log.Info("callwire agent stopped")
+	return nil
+}
+
+// hostHealth is the Agent's HealthSource: the host, once it is created (after the Agent, which
+// is its Sink).
+type hostHealth struct {
+	host atomic.Pointer[plugins.Host]
+}
+
+// Status implements HealthSource; nil before the host is set.
+func (h *hostHealth) Status() []plugins.TranslatorStatus {
+	if p := h.host.Load(); p != nil {
+		return p.Status()
+	}
 	return nil
 }
 
