@@ -59,7 +59,8 @@ type Config struct {
 	// request is forwarded without state (no retransmission by the proxy, no 408, its CANCEL
 	// forwarded without state) and counted in Stats.Stateless. 0 means DefaultMaxTransactions.
 	MaxTransactions int
-	// Logger receives the proxy's log lines; nil means slog.Default(). Forwarding logs nothing at
+	// Logger receives the proxy's log lines; nil means slog.Default(). Run logs each address it
+	// listens on ("sip proxy listening") once it listens on all of them. Forwarding logs nothing at
 	// info level; faults (a message that does not parse, an unroutable request, an Observe
 	// panic) are logged at warn level, at most once per second each.
 	Logger *slog.Logger

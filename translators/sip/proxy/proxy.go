@@ -189,6 +189,9 @@ func (p *Proxy) Run(ctx context.Context) (err error) {
 	}
 	p.addrs = addrs
 	readyOnce()
+	for _, a := range addrs {
+		p.log.Info("sip proxy listening", "addr", a)
+	}
 
 	if p.obs != nil {
 		p.wg.Go(p.observeLoop)
