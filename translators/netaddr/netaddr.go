@@ -7,8 +7,8 @@
 // A peer address ([HostPort]) is an IPv4 address, an IPv6 address (in brackets when a port
 // follows) or a host name, with an optional port. A listen address ([Listener]) is an IP address
 // of this machine with an optional port and an optional udp:// or tcp:// transport; without one
-// it listens on both, as Kamailio's listen does. A listen host name is refused: see
-// [ParseListen].
+// it listens on both, the two transports every SIP element implements (RFC 3261 section 18). A
+// listen host name is refused: see [ParseListen].
 package netaddr
 
 import (
@@ -209,8 +209,8 @@ func (l Listener) String() string { return l.Transport + "://" + l.Addr.String()
 
 // ParseListen reads a listen address: "udp://ip:port", "tcp://ip:port", "udp://ip" or
 // "tcp://ip" (port defaultPort), or the same without a transport ("ip:port", "ip"), which
-// listens on UDP and TCP both, as Kamailio's `listen` without a protocol does. ip is an IPv4
-// address or an IPv6 address in brackets; 0.0.0.0 and [::] listen on every interface, and so
+// listens on UDP and TCP both (RFC 3261 section 18: every SIP element implements both). ip is
+// an IPv4 address or an IPv6 address in brackets; 0.0.0.0 and [::] listen on every interface, and so
 // does an empty host ("udp://:5060"). The transport is read without regard to case. Port 0
 // takes any free port.
 //
