@@ -171,7 +171,8 @@ func Run(ctx context.Context, c Config, o RunOptions) error {
 	}()
 	hostErr := host.Run(ctx)
 	if hostErr != nil {
-		// The translators are stopped already; the events they handed over are still sent.
+		// The host has stopped every translator; stop as on a signal: requests in flight finish,
+		// the events still queued stay in the outbox for the next start.
 		log.Error("callwire agent stopping: a translator keeps failing", "err", hostErr)
 		stop()
 	}
