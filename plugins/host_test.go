@@ -699,13 +699,13 @@ func TestNewHostReportsEveryProblem(t *testing.T) {
 			{Name: "a"},
 		},
 		MinBackoff: time.Minute, MaxBackoff: time.Second,
-		StopGrace: -1,
+		StopGrace: -1, GiveUpAfter: -1,
 	})
 	if err == nil {
 		t.Fatal("NewHost accepted bad options")
 	}
 	for _, want := range []string{"no sink", "translator 0 has no name", `"a": config is not valid JSON`,
-		`"a" is listed twice`, `"a" has no command`, "MaxBackoff 1s is less than MinBackoff 1m0s", "StopGrace is negative"} {
+		`"a" is listed twice`, `"a" has no command`, "MaxBackoff 1s is less than MinBackoff 1m0s", "StopGrace is negative", "GiveUpAfter is negative"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%v", want, err)
 		}
