@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,10 +25,11 @@ type builtin struct {
 	about string
 	new   func() plugins.Translator
 	// check reports every problem with a configuration block, and reads the secrets it names
-	// (the translator runs on this machine, as this user, with this environment), so that the
-	// agent refuses it at start rather than restarting the translator on it forever. For a valid
-	// block it returns the files the block keeps for its translator alone, by their keys: two
-	// translators of one agent may not name the same file.
+	// and checks the addresses it listens on (the translator runs on this machine, as this
+	// user, with this environment), so that the agent refuses it at start rather than
+	// restarting the translator on it forever. For a valid block it returns the files the block
+	// keeps for its translator alone, by their keys: two translators of one agent may not name
+	// the same file.
 	check func(json.RawMessage) (held map[string]string, err error)
 }
 
@@ -38,7 +40,10 @@ func builtins() map[string]builtin {
 		asterisk.Name: {"Asterisk AMI: calls from the Asterisk Manager Interface; see docs/asterisk.md", func() plugins.Translator { return asterisk.New() },
 			checkWith(asterisk.ParseConfig, func(c asterisk.Config) error { _, err := c.ReadSecret(os.Getenv); return err }, nil)},
 		sip.Name: {"SIP observer: a record-routing proxy or a HEPv3 tap; see docs/sip-observer.md", func() plugins.Translator { return sip.New() },
-			checkWith(sip.ParseConfig, func(c sip.Config) error { _, err := c.ReadHEPPassword(); return err }, nil)},
+			checkWith(sip.ParseConfig, func(c sip.Config) error {
+				_, err := c.ReadHEPPassword()
+				return errors.Join(err, c.CheckListeners(net.InterfaceAddrs))
+			}, nil)},
 		ringcentral.Name: {"RingCentral: live telephony-session notifications and the call log; see docs/ringcentral.md", func() plugins.Translator { return ringcentral.New() },
 			checkWith(ringcentral.ParseConfig, func(c ringcentral.Config) error { _, err := c.LoadSecrets(); return err },
 				func(c ringcentral.Config) map[string]string { return map[string]string{"cursor_file": c.CursorFile} })},

@@ -202,6 +202,9 @@ type Listener struct {
 	// Addr is an IP address of this machine (0.0.0.0 or :: for every interface) and a port
 	// (0: any free port, for tests).
 	Addr netip.AddrPort
+	// Entry is the index, in the list ParseListens read, of the entry l came from (an entry
+	// without a transport gives two listeners); 0 from ParseListen.
+	Entry int
 }
 
 // String returns l as transport://ip:port, IPv6 in brackets.
@@ -292,12 +295,11 @@ func ParseListen(s string, defaultPort uint16) ([]Listener, error) {
 }
 
 // ParseListens reads every listen address of a configuration key with ParseListen, reporting
-// each bad entry as key[i], all at once. Two entries on the same transport and port (other than
+// each bad entry as key[i], all at once; each Listener's Entry is the i it came from. Two entries on the same transport and port (other than
 // 0) are refused when they are the same address or either listens on every interface (0.0.0.0,
 // [::] or an empty host): the second could not bind, as the system gives the port to the first.
 func ParseListens(key string, list []string, defaultPort uint16) ([]Listener, error) {
 	var out []Listener
-	var from []int
 	var errs []error
 	for i, s := range list {
 		ls, err := ParseListen(s, defaultPort)
@@ -307,13 +309,14 @@ func ParseListens(key string, list []string, defaultPort uint16) ([]Listener, er
 		}
 	next:
 		for _, l := range ls {
-			for j, o := range out {
+			l.Entry = i
+			for _, o := range out {
 				if clash(l, o) {
-					errs = append(errs, fmt.Errorf("%s[%d]: %s cannot listen beside %s of %s[%d]", key, i, l, o, key, from[j]))
+					errs = append(errs, fmt.Errorf("%s[%d]: %s cannot listen beside %s of %s[%d]", key, i, l, o, key, o.Entry))
 					continue next
 				}
 			}
-			out, from = append(out, l), append(from, i)
+			out = append(out, l)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -216,6 +219,54 @@ func (c Config) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// CheckListeners reports, each under its listen key, a listen address that is not an address of
+// this machine, as interfaceAddrs (net.InterfaceAddrs) lists them: the observer could not bind
+// it. 0.0.0.0, :: and loopback addresses always are this machine's. The agent calls it when it
+// starts, so that such an address is refused then rather than failing every launch of the
+// translator. It expects Listeners parsed, as ParseConfig does.
+func (c Config) CheckListeners(interfaceAddrs func() ([]net.Addr, error)) error {
+	var local []netip.Addr
+	var errs []error
+	listed, reported := false, -1 // an entry without a transport gives two listeners: report it once
+	for _, l := range c.Listeners {
+		ip := l.Addr.Addr()
+		if ip.IsUnspecified() || ip.IsLoopback() {
+			continue
+		}
+		if !listed {
+			as, err := interfaceAddrs()
+			if err != nil {
+				return fmt.Errorf("listen: list this machine's addresses: %w", err)
+			}
+			for _, a := range as {
+				if n, ok := a.(*net.IPNet); ok {
+					if ip, ok := netip.AddrFromSlice(n.IP); ok {
+						local = append(local, ip.Unmap())
+					}
+				}
+			}
+			listed = true
+		}
+		if !slices.Contains(local, ip) && (len(errs) == 0 || reported != l.Entry) {
+			reported = l.Entry
+			errs = append(errs, fmt.Errorf("listen[%d]: %s is not an address of this machine (it has %s); listen on one of them, or on 0.0.0.0",
+				l.Entry, ip, joinAddrs(local)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func joinAddrs(as []netip.Addr) string {
+	if len(as) == 0 {
+		return "none"
+	}
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // ReadHEPPassword returns the capture password from hep_password or hep_password_file, or ""

@@ -254,6 +254,8 @@ func TestInvalidAddressFormsAreRefusedAtStart(t *testing.T) {
 			`translators[0].config.listen[0]: "udp://::1:9060": write an IPv6 address in brackets`},
 		{"listen twice", `mode: hep, listen: ["0.0.0.0:9060", "udp://127.0.0.1:9060"], pbx: "127.0.0.1"`,
 			`translators[0].config.listen[1]: udp://127.0.0.1:9060 cannot listen beside udp://0.0.0.0:9060 of listen[0]`},
+		{"listen not this machine's", `mode: proxy, listen: ["udp://192.0.2.1:5060"], pbx: "127.0.0.1", trunk: "127.0.0.1:5070"`,
+			`translators[0].config.listen[0]: 192.0.2.1 is not an address of this machine`},
 		{"pbx SIP URI", `mode: proxy, pbx: "sip:127.0.0.1:5060", trunk: "127.0.0.1:5070"`,
 			`translators[0].config.pbx: "sip:127.0.0.1:5060" is a SIP URI`},
 		{"trunk port", `mode: proxy, pbx: "127.0.0.1", trunk: "127.0.0.1:70000"`,

@@ -2,6 +2,8 @@ package sip
 
 import (
 	"encoding/json"
+	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +133,43 @@ func TestConfigAddresses(t *testing.T) {
 				t.Errorf("Validate of ParseConfig's result: %v", err)
 			}
 		})
+	}
+}
+
+// TestCheckListeners: a listen address that is not this machine's is refused under its key;
+// every interface and loopback always pass, and the machine's addresses are listed only when
+// needed.
+func TestCheckListeners(t *testing.T) {
+	local := func() ([]net.Addr, error) {
+		return []net.Addr{
+			&net.IPNet{IP: net.ParseIP("10.0.0.5"), Mask: net.CIDRMask(24, 32)},
+			&net.IPNet{IP: net.ParseIP("2001:db8::5"), Mask: net.CIDRMask(64, 128)},
+		}, nil
+	}
+	cases := []struct {
+		listen string
+		want   string // the error, or "" for none
+	}{
+		{`["udp://0.0.0.0:5060","tcp://[::]:5060","udp://127.0.0.2:5062","tcp://[::1]:5061"]`, ""},
+		{`["10.0.0.5:5060","udp://[2001:db8::5]:5060"]`, ""},
+		{`["udp://10.0.0.5:5060","10.0.0.20:5062"]`,
+			"listen[1]: 10.0.0.20 is not an address of this machine (it has 10.0.0.5, 2001:db8::5); listen on one of them, or on 0.0.0.0"},
+	}
+	for _, tc := range cases {
+		c, err := ParseConfig(json.RawMessage(`{"mode":"hep","pbx":"10.0.0.20","default_country":"US","listen":` + tc.listen + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if err := c.CheckListeners(local); err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.listen, got, tc.want)
+		}
+	}
+	c, _ := ParseConfig(json.RawMessage(`{"mode":"hep","pbx":"10.0.0.20","default_country":"US"}`))
+	if err := c.CheckListeners(func() ([]net.Addr, error) { return nil, errors.New("not asked") }); err != nil {
+		t.Errorf("the default listen needs no list of addresses: %v", err)
 	}
 }
