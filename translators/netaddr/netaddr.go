@@ -279,7 +279,7 @@ func ParseListen(s string, defaultPort uint16) ([]Listener, error) {
 			return nil, fmt.Errorf("%q: %q in brackets is not an IPv6 address", s, host)
 		case err != nil:
 			if _, nerr := hostName(host); nerr == nil {
-				return nil, fmt.Errorf("%q: %q is a host name; listen takes an IP address of this machine (0.0.0.0 or [::] for every interface), and advertise the name the proxy gives in its headers", s, host)
+				return nil, fmt.Errorf("%q: %q is a host name; listen takes an IP address of this machine (0.0.0.0 or [::] for every interface); the name the proxy gives in its headers is advertise", s, host)
 			}
 			return nil, fmt.Errorf("%q: %q is not an IP address", s, host)
 		case a.Zone() != "":
