@@ -51,8 +51,13 @@ type HostOptions struct {
 	// StartTimeout bounds a translator's launch and handshake (default 30s).
 	StartTimeout time.Duration
 	// HealthInterval is how often a running translator is asked for its health (default 30s), and
-	// HealthTimeout bounds each answer (default 5s). The first question comes as soon as a run
-	// starts, possibly before the translator's Run has begun.
+	// HealthTimeout bounds each answer (default 5s). The first question of a run comes as soon as
+	// the translator has been handed its configuration, possibly before its Run has begun. The
+	// next ones come closer together at first: the wait starts at 0.1s and doubles up to
+	// HealthInterval (with the default, about 0.1s, 0.3s, 0.7s, 1.5s … 25.5s after the launch,
+	// then every 30s). So a change of health early in a run, such as a translator logging in to
+	// its phone system, is seen within about as long again as the run had lasted, not only after
+	// a full interval.
 	HealthInterval, HealthTimeout time.Duration
 	// StopGrace is how long a translator asked to stop may take to end its Run, still having its
 	// events taken, before its process is killed (default 5s).
@@ -97,7 +102,28 @@ type Host struct {
 	status []TranslatorStatus // in the order of opts.Translators
 }
 
+// healthRecheck is the first wait between a run's health checks, HostOptions.HealthInterval's
+// 0.1s.
+const healthRecheck = 100 * time.Millisecond
+
 // TranslatorStatus is a snapshot of one translator, as Host.Status reports it.
+//
+// Its health goes through these states, each run from the first:
+//
+//   - not running (Running false, Healthy false): no process runs; before the first launch, and
+//     from the end of a run until the next launch has handed the translator its configuration.
+//   - starting (Running true, HealthChecked zero): the process has been handed its configuration
+//     and the run's first health check, asked at once, has not answered yet.
+//   - healthy (Running true, Healthy true): the last check answered healthy, or the translator
+//     does not report its health.
+//   - unhealthy (Running true, Healthy false, HealthChecked set): the last check answered with
+//     a problem, or did not answer within HealthTimeout; HealthError says which.
+//
+// Healthy and unhealthy change only when a check answers: at once after each launch, then at the
+// waits HostOptions.HealthInterval describes. What a translator answers while it is still
+// connecting is its own: the Asterisk translator, for one, answers unhealthy until it has logged
+// in to the manager, and reads healthy from the first check after that. The first check may reach
+// a translator before its Run has begun, and what it answers then stands until the next check.
 type TranslatorStatus struct {
 	// Name is the translator's name from its spec.
 	Name string
@@ -112,7 +138,8 @@ type TranslatorStatus struct {
 	// LastError says why the translator last ended or failed to start; empty if it never has.
 	LastError string
 	// Healthy is true while the translator runs and its last health check passed, or it does not
-	// report its health. It is false until the first check of each run has answered.
+	// report its health. It is false until the first check of each run has answered, and once
+	// the run has ended.
 	Healthy bool
 	// HealthError is why the last health check failed; empty when it passed.
 	HealthError string
@@ -431,11 +458,15 @@ func (h *Host) accept(ctx context.Context, name string, ev *pb.Event, log *slog.
 	return ack
 }
 
-// pollHealth asks the translator for its health at once and then every HealthInterval until ctx
-// ends, recording the answers and logging changes.
+// pollHealth asks the translator for its health at once, then after waits that start at
+// healthRecheck and double up to HealthInterval, until ctx ends, recording the answers and
+// logging changes. A translator's health changes most while it starts (it connects to its phone
+// system then), so the checks are closest together there; the wait is measured from one answer
+// to the next question, so a slow answer never makes checks pile up.
 func (h *Host) pollHealth(ctx context.Context, i int, tc pb.TranslatorClient, log *slog.Logger) {
-	tick := time.NewTicker(h.opts.HealthInterval)
-	defer tick.Stop()
+	wait := min(healthRecheck, h.opts.HealthInterval)
+	next := time.NewTimer(wait) // reset after each answer, before it is waited on
+	defer next.Stop()
 	first, was := true, false
 	for {
 		cctx, cancel := context.WithTimeout(ctx, h.opts.HealthTimeout)
@@ -462,10 +493,12 @@ func (h *Host) pollHealth(ctx context.Context, i int, tc pb.TranslatorClient, lo
 			log.Info("translator is healthy again")
 		}
 		first, was = false, healthy
+		next.Reset(wait)
+		wait = min(wait*2, h.opts.HealthInterval)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-next.C:
 		}
 	}
 }

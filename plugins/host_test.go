@@ -430,6 +430,72 @@ func TestHealthIsPolled(t *testing.T) {
 	}
 }
 
+// TestHostReadsHealthSoonAfterLaunch: with a health interval far longer than the test, a healthy and
+// an unhealthy translator each read as they are soon after their launch. The first check may come
+// before Run has read the configuration that makes "ill" ill; the checks that follow it early in
+// the run find it so.
+func TestHostReadsHealthSoonAfterLaunch(t *testing.T) {
+	sink := &recordingSink{}
+	hs := start(t, sink, plugins.HostOptions{HealthInterval: time.Hour, Translators: []plugins.TranslatorSpec{
+		spec("ill", `{"callId": "ill-1", "unhealthy": "no packets from the PBX for 5m"}`),
+		spec("well", `{"callId": "well-1"}`),
+	}})
+	waitFor(t, "ill unhealthy and well healthy", 10*time.Second, func() bool {
+		st := hs.host.Status()
+		return st[0].Running && st[0].HealthError == "no packets from the PBX for 5m" && !st[0].Healthy &&
+			st[1].Running && st[1].Healthy && !st[1].HealthChecked.IsZero()
+	})
+	waitFor(t, "the unhealthy warning", 5*time.Second, func() bool {
+		return len(hs.logs.find("translator is unhealthy", "translator", "ill", "reason", "no packets from the PBX for 5m")) == 1
+	})
+}
+
+// TestHostSeesATranslatorConnect: a translator that answers unhealthy while it connects to its
+// phone system (here: until its event is taken) reads healthy soon after it has, without waiting
+// for the health interval.
+func TestHostSeesATranslatorConnect(t *testing.T) {
+	sink := &recordingSink{gate: make(chan struct{}), entered: make(chan int64, 1)}
+	hs := start(t, sink, plugins.HostOptions{HealthInterval: time.Hour, Translators: []plugins.TranslatorSpec{
+		spec("pbx", `{"events": 1, "callId": "pbx-1", "connecting": "not logged in to the PBX yet"}`),
+	}})
+	select {
+	case <-sink.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the translator emitted nothing")
+	}
+	waitFor(t, "the translator read as connecting", 10*time.Second, func() bool {
+		st := hs.host.Status()[0]
+		return st.Running && !st.Healthy && st.HealthError == "not logged in to the PBX yet"
+	})
+	close(sink.gate)
+	waitFor(t, "the translator read as healthy", 10*time.Second, func() bool {
+		st := hs.host.Status()[0]
+		return st.Running && st.Healthy && st.HealthError == ""
+	})
+	waitFor(t, "the recovery logged", 5*time.Second, func() bool {
+		return len(hs.logs.find("translator is healthy again", "translator", "pbx")) == 1
+	})
+	if st := hs.host.Status()[0]; st.Restarts != 0 || st.LastError != "" {
+		t.Errorf("the translator was restarted: %+v", st)
+	}
+}
+
+// TestHostReportsStartingUntilTheFirstAnswer: while the first health check of a run has not answered,
+// the translator runs and is neither healthy nor unhealthy.
+func TestHostReportsStartingUntilTheFirstAnswer(t *testing.T) {
+	sink := &recordingSink{}
+	hs := start(t, sink, plugins.HostOptions{HealthTimeout: time.Hour, Translators: []plugins.TranslatorSpec{
+		{Name: "mute", Command: []string{translatorBin, "-hang-health"}, Config: json.RawMessage(`{"callId": "mute-1"}`)},
+	}})
+	waitFor(t, "the run to start", 10*time.Second, func() bool {
+		return len(hs.logs.find("run started", "translator", "mute")) == 1
+	})
+	st := hs.host.Status()[0]
+	if !st.Running || st.Healthy || st.HealthError != "" || !st.HealthChecked.IsZero() {
+		t.Errorf("status while the first check waits: %+v", st)
+	}
+}
+
 func TestCrashedTranslatorIsRestartedWithBackoff(t *testing.T) {
 	sink := &recordingSink{}
 	min, max := 100*time.Millisecond, 400*time.Millisecond

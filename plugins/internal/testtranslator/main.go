@@ -1,7 +1,8 @@
 // Command testtranslator is a translator for the plugins package's tests. Its configuration says
 // what to do: how many events to emit, when to crash, what to log, whether to report itself
 // unhealthy, and how to behave when asked to stop. With -protocol N it answers the handshake with
-// protocol version N and serves nothing.
+// protocol version N and serves nothing; with -hang-health its health check never answers (it
+// returns only when the host gives up on it).
 package main
 
 import (
@@ -34,6 +35,7 @@ type config struct {
 	Logs       []string `json:"logs"`       // logged at info when Run starts
 	Stdout     string   `json:"stdout"`     // printed to stdout when Run starts
 	Unhealthy  string   `json:"unhealthy"`  // the health check's error
+	Connecting string   `json:"connecting"` // the health check's error from Run's start until every event was emitted
 	Exit       bool     `json:"exit"`       // return nil once every event was emitted
 	Fail       string   `json:"fail"`       // return this error once every event was emitted
 	IgnoreStop bool     `json:"ignoreStop"` // keep running after the context ends
@@ -43,12 +45,21 @@ type config struct {
 }
 
 type translator struct {
-	unhealthy atomic.Value  // string
-	ill       chan struct{} // closed once Health has reported unhealthy
-	illOnce   sync.Once
+	hang       bool          // Health never answers
+	connecting atomic.Value  // string; reported before unhealthy, and not as ill
+	unhealthy  atomic.Value  // string
+	ill        chan struct{} // closed once Health has reported unhealthy
+	illOnce    sync.Once
 }
 
-func (t *translator) Health(context.Context) error {
+func (t *translator) Health(ctx context.Context) error {
+	if t.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if s, _ := t.connecting.Load().(string); s != "" {
+		return errors.New(s)
+	}
 	if s, _ := t.unhealthy.Load().(string); s != "" {
 		t.illOnce.Do(func() { close(t.ill) })
 		return errors.New(s)
@@ -70,6 +81,7 @@ func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.E
 		return fmt.Errorf("config: %w", err)
 	}
 	cfg.Fail, cfg.Unhealthy = unescape(cfg.Fail), unescape(cfg.Unhealthy)
+	t.connecting.Store(cfg.Connecting)
 	t.unhealthy.Store(cfg.Unhealthy)
 	slog.Info("run started", "pid", os.Getpid(), "events", cfg.Events)
 	for _, l := range cfg.Logs {
@@ -92,6 +104,7 @@ func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.E
 			os.Exit(3)
 		}
 	}
+	t.connecting.Store("")
 	if cfg.AfterIll > 0 {
 		select {
 		case <-t.ill:
@@ -162,6 +175,7 @@ func (nothing) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn)
 
 func main() {
 	protocol := flag.Int("protocol", plugins.ProtocolVersion, "protocol version to answer the handshake with")
+	hang := flag.Bool("hang-health", false, "never answer a health check")
 	flag.Parse()
 	if *protocol != plugins.ProtocolVersion {
 		plugin.Serve(&plugin.ServeConfig{
@@ -175,5 +189,5 @@ func main() {
 		})
 		return
 	}
-	plugins.Serve(&translator{ill: make(chan struct{})})
+	plugins.Serve(&translator{hang: *hang, ill: make(chan struct{})})
 }
