@@ -45,6 +45,10 @@ type live struct {
 	now    func() time.Time
 	health func(error)
 
+	// timer, when set, is the clock of the subscription's renewals: a channel that receives once
+	// d has passed (time.After when nil).
+	timer func(d time.Duration) <-chan time.Time
+
 	lastForget time.Time // when ended and silent sessions were last dropped
 	gw         gwSession // the gateway session, kept across connections to recover it
 }
@@ -309,7 +313,7 @@ func (l *live) session(ctx context.Context) error {
 				"down_for", l.now().Sub(l.gw.lostAt).String(), "recovery_window", l.gw.window.String())
 		}
 		l.gw.subID = "" // a session not recovered has no subscription
-		subID, expires, err := l.subscribe(ctx, c)
+		subID, expires, err := l.subscribe(ctx, c, newMessageID())
 		if err != nil {
 			return err
 		}
@@ -319,39 +323,18 @@ func (l *live) session(ctx context.Context) error {
 	l.gw.lostAt = time.Time{}
 	l.health(nil)
 
-	// Heartbeats and the subscription's renewal; renewed tells the next connection when the
-	// subscription is due.
-	renewed := make(chan time.Time, 1)
-	subID, expires, renewAt := l.gw.subID, l.gw.expires, l.gw.renewAt
+	// Heartbeats and the subscription's renewal go from their own goroutine; the answers come to
+	// the reader below. rn tells the next connection when the subscription is due.
+	rn := &renewal{subID: l.gw.subID, expires: l.gw.expires, renewAt: l.gw.renewAt, answered: make(chan struct{}, 1)}
+	sent := make(chan struct{})
 	go func() {
-		defer func() { renewed <- renewAt }()
-		hb := time.NewTicker(heartbeatEvery)
-		defer hb.Stop()
-		renew := time.NewTimer(max(renewAt.Sub(l.now()), time.Second))
-		defer renew.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hb.C:
-				if err := c.send(wsMeta{Type: msgHeartbeat, MessageID: newMessageID()}, nil); err != nil {
-					nc.Close()
-					return
-				}
-			case <-renew.C:
-				body := map[string]any{"eventFilters": []string{sessionsFilter}, "deliveryMode": map[string]string{"transportType": "WebSocket"}}
-				if err := c.send(wsMeta{Type: msgClientRequest, MessageID: newMessageID(), Method: "PUT", Path: "/restapi/v1.0/subscription/" + subID}, body); err != nil {
-					nc.Close()
-					return
-				}
-				renewAt = l.now().Add(renewIn(expires))
-				renew.Reset(renewIn(expires))
-			}
-		}
+		defer close(sent)
+		l.renew(ctx, c, rn)
 	}()
 	defer func() {
 		stop()
-		l.gw.renewAt = <-renewed
+		<-sent
+		l.gw.subID, l.gw.expires, l.gw.renewAt = rn.subID, rn.expires, rn.renewAt
 	}()
 
 	for {
@@ -361,13 +344,204 @@ func (l *live) session(ctx context.Context) error {
 				return ctx.Err()
 			}
 			l.gw.lostAt = l.now()
+			if err := rn.brokenBy(); err != nil {
+				return err
+			}
 			return &APIError{Op: "read the WebSocket", Err: err}
 		}
-		if err := l.handle(ctx, b); err != nil {
+		meta, body, err := decodeMessage(b)
+		if err != nil {
+			l.log.Warn("ringcentral: unreadable WebSocket message skipped", "error", err)
+			continue
+		}
+		if id, ok := rn.answers(meta); ok {
+			err = l.renewed(ctx, c, rn, id, meta, body)
+		} else {
+			err = l.handleMessage(ctx, meta, body)
+		}
+		if err != nil {
 			l.gw.lostAt = l.now()
 			return err
 		}
 	}
+}
+
+// renewAnswerLimit bounds the wait for the answer to a renewal (and to the subscription made
+// anew when the renewal is refused): a gateway that has not answered within it is taken for a
+// broken connection, which is made again. RingCentral's own client waits as long for the answer
+// to a request over the socket (https://github.com/ringcentral/ringcentral-extensible,
+// packages/extensions/ws/src/utils.ts, waitForWebSocketMessage: 60000 ms; MIT).
+const renewAnswerLimit = time.Minute
+
+// renewal is the subscription as one connection keeps it: the goroutine sending the renewals
+// and the reader taking their answers share it under mu.
+type renewal struct {
+	mu      sync.Mutex
+	subID   string
+	expires time.Duration
+	renewAt time.Time // when the subscription is next renewed
+	// pending is the messageId of the request (a renewal, or the subscription made anew after a
+	// refused one) whose answer is awaited; "" when none is.
+	pending string
+	// broken says why the sender ended the connection; nil while it has not.
+	broken error
+	// answered tells the sender that the pending request was answered and renewAt is set anew.
+	answered chan struct{}
+}
+
+// answers reports whether meta is the answer to the pending request, and returns its messageId.
+// The gateway answers a ClientRequest with the request's messageId, as an answer of type
+// ClientRequest or an Error.
+func (r *renewal) answers(meta wsMeta) (string, bool) {
+	if meta.MessageID == "" || (meta.Type != msgClientRequest && meta.Type != msgError) {
+		return "", false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pending, r.pending == meta.MessageID
+}
+
+// tell tells the sender that the pending request was answered. One untaken signal is enough:
+// the sender reads renewAt when it takes it.
+func (r *renewal) tell() {
+	select {
+	case r.answered <- struct{}{}:
+	default:
+	}
+}
+
+// brokenBy is why the sender ended the connection, nil when it did not.
+func (r *renewal) brokenBy() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.broken
+}
+
+// renew sends the heartbeats and the subscription's renewals over c until ctx ends or a write
+// fails. A renewal goes when rn.renewAt comes; the next is timed when the reader has taken its
+// answer. When the pending request is not answered within renewAnswerLimit, renew closes the
+// connection, rn.broken saying why.
+func (l *live) renew(ctx context.Context, c *conn, rn *renewal) {
+	hb := time.NewTicker(heartbeatEvery)
+	defer hb.Stop()
+	rn.mu.Lock()
+	renewC := l.after(max(rn.renewAt.Sub(l.now()), time.Second))
+	rn.mu.Unlock()
+	var limitC <-chan time.Time // the bound on the pending request's answer
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hb.C:
+			if err := c.send(wsMeta{Type: msgHeartbeat, MessageID: newMessageID()}, nil); err != nil {
+				c.nc.Close()
+				return
+			}
+		case <-renewC:
+			renewC = nil
+			id := newMessageID()
+			rn.mu.Lock()
+			rn.pending = id
+			subID := rn.subID
+			rn.mu.Unlock()
+			body := map[string]any{"eventFilters": []string{sessionsFilter}, "deliveryMode": map[string]string{"transportType": "WebSocket"}}
+			if err := c.send(wsMeta{Type: msgClientRequest, MessageID: id, Method: "PUT", Path: "/restapi/v1.0/subscription/" + subID}, body); err != nil {
+				c.nc.Close()
+				return
+			}
+			limitC = l.after(renewAnswerLimit)
+		case <-limitC:
+			limitC = nil
+			rn.mu.Lock()
+			unanswered := rn.pending != ""
+			if unanswered {
+				rn.broken = &APIError{Op: "renew the subscription", Message: fmt.Sprintf("no answer from the gateway within %s; the connection is taken for broken", renewAnswerLimit)}
+			}
+			rn.mu.Unlock()
+			if unanswered {
+				c.nc.Close()
+				return
+			}
+		case <-rn.answered:
+			limitC = nil
+			rn.mu.Lock()
+			renewC = l.after(max(rn.renewAt.Sub(l.now()), time.Second))
+			rn.mu.Unlock()
+		}
+	}
+}
+
+// renewed acts on the answer to the pending request id: a renewal taken gives the subscription's
+// new lifetime; a renewal refused (404 for a subscription the gateway no longer has, or any
+// other failure) means no notification comes any more, so the subscription is made anew on the
+// same connection, the health saying unhealthy until it is in place. An error ends the
+// connection.
+func (l *live) renewed(ctx context.Context, c *conn, rn *renewal, id string, meta wsMeta, body json.RawMessage) error {
+	l.gw.take(meta)
+	if meta.Type == msgClientRequest && meta.Status >= 200 && meta.Status < 300 {
+		var sub struct {
+			ID        string `json:"id"`
+			ExpiresIn int    `json:"expiresIn"`
+		}
+		_ = json.Unmarshal(body, &sub) // a 2xx without a readable body keeps the lifetime known
+		rn.mu.Lock()
+		if sub.ID != "" {
+			rn.subID = sub.ID
+		}
+		if sub.ExpiresIn > 0 {
+			rn.expires = time.Duration(sub.ExpiresIn) * time.Second
+		}
+		rn.renewAt = l.now().Add(renewIn(rn.expires))
+		rn.pending = ""
+		rn.mu.Unlock()
+		rn.tell()
+		l.log.Debug("ringcentral: subscription renewed", "subscription", sub.ID, "expires_in", sub.ExpiresIn)
+		return nil
+	}
+	refused := answerError("renew the subscription", meta, body)
+	l.health(refused)
+	rn.mu.Lock()
+	gone := rn.subID
+	rn.subID = ""
+	next := newMessageID()
+	rn.pending = next // the bound on the renewal's answer now bounds the new subscription's
+	rn.mu.Unlock()
+	l.log.Warn("ringcentral: the gateway refused the subscription's renewal; subscribing anew on the same connection (the call-log poll covers what was not notified meanwhile)",
+		"subscription", gone, "error", refused)
+	subID, expires, err := l.subscribe(ctx, c, next)
+	if err != nil {
+		return err
+	}
+	rn.mu.Lock()
+	rn.subID, rn.expires, rn.renewAt = subID, expires, l.now().Add(renewIn(expires))
+	rn.pending = ""
+	rn.mu.Unlock()
+	rn.tell()
+	l.log.Info("ringcentral: subscribed to telephony sessions", "subscription", subID)
+	l.health(nil)
+	return nil
+}
+
+// answerError is the failure an answer to a ClientRequest reports: its status, and RingCentral's
+// error code and message when its body has them.
+func answerError(op string, meta wsMeta, body json.RawMessage) *APIError {
+	e := &APIError{Op: op, Status: meta.Status}
+	var v struct {
+		ErrorCode string `json:"errorCode"`
+		Message   string `json:"message"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		e.Code, e.Message = v.ErrorCode, v.Message
+	}
+	return e
+}
+
+// after is l's timer: a channel that receives once d has passed on l's clock.
+func (l *live) after(d time.Duration) <-chan time.Time {
+	if l.timer != nil {
+		return l.timer(d)
+	}
+	return time.After(d)
 }
 
 // connectionDetails waits for the ConnectionDetails that opens a connection and returns its
@@ -408,10 +582,9 @@ func renewIn(expires time.Duration) time.Duration {
 	return max(expires*4/5, time.Second)
 }
 
-// subscribe asks for the telephony-sessions notifications over the socket and waits for the
-// answer. It returns the subscription's id and lifetime.
-func (l *live) subscribe(ctx context.Context, c *conn) (string, time.Duration, error) {
-	id := newMessageID()
+// subscribe asks for the telephony-sessions notifications over the socket in a ClientRequest
+// of messageId id and waits for its answer. It returns the subscription's id and lifetime.
+func (l *live) subscribe(ctx context.Context, c *conn, id string) (string, time.Duration, error) {
 	body := map[string]any{"eventFilters": []string{sessionsFilter}, "deliveryMode": map[string]string{"transportType": "WebSocket"}}
 	if err := c.send(wsMeta{Type: msgClientRequest, MessageID: id, Method: "POST", Path: "/restapi/v1.0/subscription/"}, body); err != nil {
 		return "", 0, &APIError{Op: "subscribe", Err: err}
@@ -434,15 +607,7 @@ func (l *live) subscribe(ctx context.Context, c *conn) (string, time.Duration, e
 			continue
 		}
 		if meta.Status != 200 {
-			e := &APIError{Op: "subscribe to telephony sessions", Status: meta.Status}
-			var v struct {
-				ErrorCode string `json:"errorCode"`
-				Message   string `json:"message"`
-			}
-			if json.Unmarshal(rb, &v) == nil {
-				e.Code, e.Message = v.ErrorCode, v.Message
-			}
-			return "", 0, e
+			return "", 0, answerError("subscribe to telephony sessions", meta, rb)
 		}
 		var sub struct {
 			ID        string `json:"id"`
@@ -463,6 +628,11 @@ func (l *live) handle(ctx context.Context, b []byte) error {
 		l.log.Warn("ringcentral: unreadable WebSocket message skipped", "error", err)
 		return nil
 	}
+	return l.handleMessage(ctx, meta, body)
+}
+
+// handleMessage is handle for a message already decoded into its header and body.
+func (l *live) handleMessage(ctx context.Context, meta wsMeta, body json.RawMessage) error {
 	l.gw.take(meta)
 	switch meta.Type {
 	case msgServerNotification:
@@ -479,7 +649,7 @@ func (l *live) handle(ctx context.Context, b []byte) error {
 		}
 		return e
 	default:
-		return nil // heartbeats, connection details, answers to renewals
+		return nil // heartbeats, connection details, answers to requests no longer awaited
 	}
 	ev, ok, err := decodeSessionEvent(body)
 	if err != nil {
