@@ -42,7 +42,9 @@ type fakeRC struct {
 	wsTokens   int         // WebSocket tokens given
 	sockets    int         // WebSocket connections being served
 	current    *fakeSocket // the latest WebSocket connection, while it is served
-	pongs      [][]byte    // the payloads of the Pongs received, in order
+	// currentSess is the gateway session of the latest WebSocket connection.
+	currentSess *gwSessionState
+	pongs       [][]byte // the payloads of the Pongs received, in order
 	// The gateway's sessions, by context token (see gwSessionState).
 	gwSessions map[string]*gwSessionState
 	gwN        int
@@ -50,6 +52,8 @@ type fakeRC struct {
 	recovered  int      // sessions recovered
 	// refuseRecovery, when set, is the recoveryErrorCode of a Failed answer to every recovery.
 	refuseRecovery string
+	// ignoreRenewals, when set, leaves every renewal (a PUT of the subscription) unanswered.
+	ignoreRenewals bool
 	// gate, when set, holds new WebSocket connections until it is closed.
 	gate chan struct{}
 	// The call log's X-Rate-Limit-* headers: none when noRateHeaders, else Remaining of 10 per
@@ -195,8 +199,47 @@ type gwSessionState struct {
 	sequence   int64
 	subscribed bool
 	// ready is closed once the session has a subscription: the gateway sends notifications to a
-	// session only then.
+	// session only then. A session whose subscription is dropped gets a new one, open.
 	ready chan struct{}
+}
+
+// The fake gateway's answers to a renewal (a ClientRequest PUT /restapi/v1.0/subscription/<id>)
+// are built from RingCentral's API reference, "Update Subscription"
+// (https://developers.ringcentral.com/api-reference/Subscriptions/updateSubscription: the
+// subscription renewed, or 404 CMN-102 "Resource for parameter [subscriptionId] is not found"),
+// from "Subscribing to events via WebSockets"
+// (https://developers.ringcentral.com/guide/notifications/websockets/subscribing: a ClientRequest
+// is answered over the socket, a connection has one subscription, a new one replaces it) and
+// from how RingCentral's client reads the answer (ringcentral/ringcentral-extensible,
+// packages/extensions/ws/src/rest.ts and subscription.ts, MIT: the answer carries the request's
+// messageId; a ClientRequest answer of status 2xx is success; a 404 means the subscription
+// expired and it subscribes anew):
+//   - a renewal of the session's subscription is answered 200 with the subscription, its
+//     expiresIn that of a new one;
+//   - once the subscription is gone (dropSubscription: expired or deleted on the platform's
+//     side) nothing more is notified, and a renewal is answered 404 CMN-102, until a new
+//     subscription (a POST) is made;
+//   - with ignoreRenewals, a renewal is never answered, while heartbeats still are.
+
+// dropSubscription makes the gateway forget the current session's subscription, as its expiry
+// or deletion on the platform's side would: nothing more is notified until a new one is made.
+func (f *fakeRC) dropSubscription(t testing.TB) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.currentSess
+	if s == nil || !s.subscribed {
+		t.Fatal("no subscription to drop")
+	}
+	s.subscribed = false
+	s.ready = make(chan struct{})
+}
+
+// takenRequests returns the ClientRequests the gateway took, as "METHOD path", in order.
+func (f *fakeRC) takenRequests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.requests)
 }
 
 // The fake gateway's session recovery is built from RingCentral's guide "Recovering a WebSocket
@@ -290,6 +333,7 @@ func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
 		f.recovered++
 		details = connectionDetailsMessage(sess, "Successful", "")
 	}
+	f.currentSess = sess
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
@@ -311,12 +355,16 @@ func (f *fakeRC) socket(w http.ResponseWriter, r *http.Request) {
 		defer close(done)
 		f.readClient(sock, sess)
 	}()
-	select {
-	case <-done:
-		return
-	case <-sess.ready:
-	}
 	for {
+		// Notifications go to a session only while it has a subscription.
+		f.mu.Lock()
+		ready := sess.ready
+		f.mu.Unlock()
+		select {
+		case <-done:
+			return
+		case <-ready:
+		}
 		select {
 		case <-done:
 			return
@@ -383,6 +431,17 @@ func (f *fakeRC) readClient(sock *fakeSocket, sess *gwSessionState) {
 			method, _ := parts[0]["method"].(string)
 			path, _ := parts[0]["path"].(string)
 			f.mu.Lock()
+			if method == "PUT" && f.ignoreRenewals {
+				f.requests = append(f.requests, method+" "+path)
+				f.mu.Unlock()
+				continue
+			}
+			if method == "PUT" && !sess.subscribed {
+				f.requests = append(f.requests, method+" "+path)
+				f.mu.Unlock()
+				_ = sock.text(fmt.Sprintf(`[{"type":"ClientRequest","messageId":%q,"status":404,"headers":{"Content-Type":"application/json"}},{"errorCode":"CMN-102","message":"Resource for parameter [subscriptionId] is not found","errors":[{"errorCode":"CMN-102","message":"Resource for parameter [subscriptionId] is not found","parameterName":"subscriptionId"}]}]`, id))
+				continue
+			}
 			first := false
 			if method == "POST" {
 				if f.subscribed > 0 {
@@ -403,10 +462,11 @@ func (f *fakeRC) readClient(sock *fakeSocket, sess *gwSessionState) {
 			}
 			f.requests = append(f.requests, method+" "+path)
 			exp := f.subExpires
+			ready := sess.ready
 			f.mu.Unlock()
 			_ = sock.text(fmt.Sprintf(`[{"type":"ClientRequest","messageId":%q,"status":200,"headers":{"Content-Type":"application/json"}},{"id":"b6d5bde8-f5c5-4e3b-a5c1-6f1f3d1c5f4a","creationTime":"2023-06-06T10:00:00.000Z","status":"Active","eventFilters":["/restapi/v1.0/account/400129284008/telephony/sessions"],"expirationTime":"2023-06-06T10:15:00.000Z","expiresIn":%d,"deliveryMode":{"transportType":"WebSocket","encryption":false}}]`, id, exp))
 			if first {
-				close(sess.ready)
+				close(ready)
 			}
 		}
 	}
