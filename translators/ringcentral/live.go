@@ -354,13 +354,16 @@ func (l *live) session(ctx context.Context) error {
 			l.log.Warn("ringcentral: unreadable WebSocket message skipped", "error", err)
 			continue
 		}
-		if id, ok := rn.answers(meta); ok {
-			err = l.renewed(ctx, c, rn, id, meta, body)
+		if rn.answers(meta) {
+			err = l.renewed(ctx, c, rn, meta, body)
 		} else {
 			err = l.handleMessage(ctx, meta, body)
 		}
 		if err != nil {
 			l.gw.lostAt = l.now()
+			if broken := rn.brokenBy(); broken != nil {
+				return broken // the subscription made anew was not answered in time
+			}
 			return err
 		}
 	}
@@ -389,16 +392,15 @@ type renewal struct {
 	answered chan struct{}
 }
 
-// answers reports whether meta is the answer to the pending request, and returns its messageId.
-// The gateway answers a ClientRequest with the request's messageId, as an answer of type
-// ClientRequest or an Error.
-func (r *renewal) answers(meta wsMeta) (string, bool) {
+// answers reports whether meta is the answer to the pending request. The gateway answers a
+// ClientRequest with a message of the request's messageId, of type ClientRequest or Error.
+func (r *renewal) answers(meta wsMeta) bool {
 	if meta.MessageID == "" || (meta.Type != msgClientRequest && meta.Type != msgError) {
-		return "", false
+		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.pending, r.pending == meta.MessageID
+	return r.pending == meta.MessageID
 }
 
 // tell tells the sender that the pending request was answered. One untaken signal is enough:
@@ -471,12 +473,12 @@ func (l *live) renew(ctx context.Context, c *conn, rn *renewal) {
 	}
 }
 
-// renewed acts on the answer to the pending request id: a renewal taken gives the subscription's
-// new lifetime; a renewal refused (404 for a subscription the gateway no longer has, or any
-// other failure) means no notification comes any more, so the subscription is made anew on the
-// same connection, the health saying unhealthy until it is in place. An error ends the
-// connection.
-func (l *live) renewed(ctx context.Context, c *conn, rn *renewal, id string, meta wsMeta, body json.RawMessage) error {
+// renewed acts on the answer to the pending request: a renewal taken gives the subscription's
+// new lifetime. A renewal refused (404 for a subscription the gateway no longer has, after which
+// nothing is notified; any other failure leaves the subscription's state unknown) has the
+// subscription made anew on the same connection, where it replaces any other, the health saying
+// unhealthy until it is in place. An error ends the connection.
+func (l *live) renewed(ctx context.Context, c *conn, rn *renewal, meta wsMeta, body json.RawMessage) error {
 	l.gw.take(meta)
 	if meta.Type == msgClientRequest && meta.Status >= 200 && meta.Status < 300 {
 		var sub struct {
