@@ -52,8 +52,9 @@ type fakeRC struct {
 	recovered  int      // sessions recovered
 	// refuseRecovery, when set, is the recoveryErrorCode of a Failed answer to every recovery.
 	refuseRecovery string
-	// ignoreRenewals, when set, leaves every renewal (a PUT of the subscription) unanswered.
-	ignoreRenewals bool
+	// unanswered, when set, is the method of the ClientRequests the gateway takes and never
+	// answers: "PUT" (renewals) or "POST" (new subscriptions).
+	unanswered string
 	// gate, when set, holds new WebSocket connections until it is closed.
 	gate chan struct{}
 	// The call log's X-Rate-Limit-* headers: none when noRateHeaders, else Remaining of 10 per
@@ -219,7 +220,8 @@ type gwSessionState struct {
 //   - once the subscription is gone (dropSubscription: expired or deleted on the platform's
 //     side) nothing more is notified, and a renewal is answered 404 CMN-102, until a new
 //     subscription (a POST) is made;
-//   - with ignoreRenewals, a renewal is never answered, while heartbeats still are.
+//   - with unanswered set to "PUT" (or "POST"), a renewal (or a new subscription) is never
+//     answered, while heartbeats still are.
 
 // dropSubscription makes the gateway forget the current session's subscription, as its expiry
 // or deletion on the platform's side would: nothing more is notified until a new one is made.
@@ -431,7 +433,7 @@ func (f *fakeRC) readClient(sock *fakeSocket, sess *gwSessionState) {
 			method, _ := parts[0]["method"].(string)
 			path, _ := parts[0]["path"].(string)
 			f.mu.Lock()
-			if method == "PUT" && f.ignoreRenewals {
+			if method == f.unanswered {
 				f.requests = append(f.requests, method+" "+path)
 				f.mu.Unlock()
 				continue

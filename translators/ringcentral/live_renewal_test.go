@@ -224,7 +224,7 @@ func TestRenewalUnanswered(t *testing.T) {
 	waitForEnd(t, r.rec, holdCall)
 
 	f.mu.Lock()
-	f.ignoreRenewals = true
+	f.unanswered = "PUT"
 	f.mu.Unlock()
 	r.renewalDue(t, 899)
 	waitUntil(t, "the renewal", func() bool { return slices.Contains(f.takenRequests(), renewPath) })
@@ -250,5 +250,46 @@ func TestRenewalUnanswered(t *testing.T) {
 	}
 	if !strings.Contains(r.log.String(), "no answer from the gateway within 1m0s") {
 		t.Errorf("the log does not say why the connection was made again:\n%s", r.log.String())
+	}
+}
+
+// TestRenewalRefusedThenUnanswered: the renewal is refused and the subscription made anew is not
+// answered. Once renewAnswerLimit has passed since the renewal, the connection is taken for broken
+// and made again; the session had no subscription left, so the next connection subscribes anew,
+// and the notifications come again.
+func TestRenewalRefusedThenUnanswered(t *testing.T) {
+	f := newFakeRC(t)
+	r := startRenewing(t, f)
+	pushAll(f, scenario(t, "hold"))
+	waitForEnd(t, r.rec, holdCall)
+
+	f.mu.Lock()
+	f.unanswered = "POST"
+	f.mu.Unlock()
+	f.dropSubscription(t)
+	r.renewalDue(t, 899)
+	waitUntil(t, "the new subscription asked for", func() bool {
+		return slices.Equal(f.takenRequests(), []string{subscribePath, renewPath, subscribePath})
+	})
+	limit := r.clock.now().Add(renewAnswerLimit)
+	waitUntil(t, "the bound on the answers", func() bool { return r.clock.armed(limit) })
+	f.mu.Lock()
+	f.unanswered = ""
+	f.mu.Unlock()
+	r.clock.advance(renewAnswerLimit)
+	waitUntil(t, "a subscription on a new connection", func() bool { return f.Subscriptions() == 2 })
+	pushAll(f, scenario(t, "normal_call"))
+	waitForEnd(t, r.rec, normalCall)
+
+	matchGolden(t, "hold", eventsOf(r.rec.events(), holdCall))
+	matchGolden(t, "normal_call", eventsOf(r.rec.events(), normalCall))
+	if got, want := f.wscNamed(), []string{"", ""}; !slices.Equal(got, want) {
+		t.Errorf("the connections named the session contexts %q, want %q: no recovery of a session without a subscription", got, want)
+	}
+	got := r.health.reports()
+	var refused, broken *APIError
+	if len(got) != 4 || got[0] != nil || !errors.As(got[1], &refused) || refused.Status != 404 ||
+		!errors.As(got[2], &broken) || broken.Op != "renew the subscription" || broken.Status != 0 || got[3] != nil {
+		t.Errorf("health reports %v, want healthy, the renewal's 404, no answer, healthy again", got)
 	}
 }
