@@ -50,8 +50,9 @@ type runner interface {
 }
 
 // Run implements plugins.Translator: it validates config (reporting every problem at once),
-// resolves the PBX and trunk addresses, and runs the configured mode until ctx ends. A mode that
-// cannot listen ends Run with an error, and the agent restarts the translator with backoff.
+// resolves the PBX and trunk addresses (waiting, reported unhealthy, while a name does not
+// resolve), and runs the configured mode until ctx ends. A mode that cannot listen ends Run with
+// an error, and the agent restarts the translator with backoff.
 func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugins.Emitter) error {
 	log := t.Logger
 	if log == nil {
@@ -65,14 +66,14 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	if err != nil {
 		return fmt.Errorf("sip: invalid configuration: %w", err)
 	}
-	pbx, err := resolve(ctx, cfg.PBXAddr)
+	pbx, err := t.awaitResolve(ctx, log, "pbx", cfg.PBXAddr)
 	if err != nil {
-		return fmt.Errorf("sip: pbx: %w", err)
+		return nil // ctx ended while the name did not resolve
 	}
 	var trunk []netip.AddrPort
 	if !cfg.TrunkAddr.IsZero() {
-		if trunk, err = resolve(ctx, cfg.TrunkAddr); err != nil {
-			return fmt.Errorf("sip: trunk: %w", err)
+		if trunk, err = t.awaitResolve(ctx, log, "trunk", cfg.TrunkAddr); err != nil {
+			return nil
 		}
 	}
 	tracker, err := callmodel.NewTracker(callmodel.Config{
@@ -153,6 +154,41 @@ func (t *Translator) setHealth(err error) {
 	t.mu.Lock()
 	t.health = err
 	t.mu.Unlock()
+}
+
+// Pauses between lookups of a pbx or trunk name that does not resolve.
+const (
+	minResolveRetry = time.Second
+	maxResolveRetry = 30 * time.Second
+)
+
+// awaitResolve resolves hp, the address of the key named, trying again after a pause (1 s,
+// doubling up to 30 s) for as long as the name does not resolve, with the failure reported as the
+// translator's health. A name not in DNS yet (a PBX container that starts later, a resolver not up
+// at boot) is a condition to wait out, like a PBX that does not answer: returning would count as
+// a failed run, and a translator that keeps failing stops the agent. It returns an error only
+// when ctx ends first.
+func (t *Translator) awaitResolve(ctx context.Context, log *slog.Logger, key string, hp netaddr.HostPort) ([]netip.AddrPort, error) {
+	pause := minResolveRetry
+	for {
+		addrs, err := resolve(ctx, hp)
+		if err == nil {
+			t.setHealth(nil)
+			return addrs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		err = fmt.Errorf("%s: %w", key, err)
+		t.setHealth(err)
+		log.Warn("sip observer waiting for an address to resolve", "key", key, "address", hp.String(), "error", err, "retry_in", pause.String())
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, maxResolveRetry)
+	}
 }
 
 // resolve turns hp into the addresses it names now. A name is looked up once, at start: a PBX
