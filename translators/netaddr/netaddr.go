@@ -108,14 +108,15 @@ func isSIPURI(t string) bool {
 func splitPort(t string, defaultPort uint16) (string, uint16, error) {
 	if strings.HasPrefix(t, "[") {
 		if strings.HasSuffix(t, "]") {
-			return t[1 : len(t)-1], defaultPort, nil
+			h := t[1 : len(t)-1]
+			return h, defaultPort, bracketed(h)
 		}
 		h, p, err := net.SplitHostPort(t)
 		if err != nil {
 			return "", 0, errors.New("is not [IPv6 address]:port")
 		}
-		if _, err := netip.ParseAddr(h); err != nil {
-			return "", 0, fmt.Errorf("%q in brackets is not an IPv6 address", h)
+		if err := bracketed(h); err != nil {
+			return "", 0, err
 		}
 		n, err := parsePort(p)
 		return h, n, err
@@ -136,6 +137,15 @@ func splitPort(t string, defaultPort uint16) (string, uint16, error) {
 		}
 		return t, defaultPort, nil
 	}
+}
+
+// bracketed checks what stands in brackets: an IPv6 address and nothing else, as RFC 3986
+// section 3.2.2 writes one (a host name or an IPv4 address is written without them).
+func bracketed(h string) error {
+	if a, err := netip.ParseAddr(h); err != nil || !a.Is6() {
+		return fmt.Errorf("%q in brackets is not an IPv6 address", h)
+	}
+	return nil
 }
 
 // parsePort reads a decimal port from 0 to 65535.
@@ -269,14 +279,17 @@ func ParseListen(s string, defaultPort uint16) ([]Listener, error) {
 	default:
 		host = t
 	}
+	if strings.HasPrefix(t, "[") {
+		if err := bracketed(host); err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
+		}
+	}
 	var ip netip.Addr
 	if host == "" {
 		ip = netip.IPv4Unspecified()
 	} else {
 		a, err := netip.ParseAddr(host)
 		switch {
-		case err != nil && strings.HasPrefix(t, "["):
-			return nil, fmt.Errorf("%q: %q in brackets is not an IPv6 address", s, host)
 		case err != nil:
 			if _, nerr := hostName(host); nerr == nil {
 				return nil, fmt.Errorf("%q: %q is a host name; listen takes an IP address of this machine (0.0.0.0 or [::] for every interface); the name the proxy gives in its headers is advertise", s, host)
