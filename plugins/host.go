@@ -78,7 +78,8 @@ type FailingError struct {
 	Name string
 	// Failures is how many runs in a row ended, each within Within of its launch.
 	Failures int
-	Within   time.Duration
+	// Within is the run length under which a run counts as failed (HostOptions.ResetAfter).
+	Within time.Duration
 	// Restarts counts the launches after the first, as TranslatorStatus.Restarts.
 	Restarts int
 	// LastError is why the last run ended or could not start.

@@ -220,6 +220,13 @@ type Listener struct {
 // String returns l as transport://ip:port, IPv6 in brackets.
 func (l Listener) String() string { return l.Transport + "://" + l.Addr.String() }
 
+// Valid reports whether l can be listened on as it stands: a UDP or TCP transport on an IP
+// address without a zone. What ParseListen returns is valid; a Listener built by hand in code is
+// checked by the observer it is given to.
+func (l Listener) Valid() bool {
+	return (l.Transport == UDP || l.Transport == TCP) && l.Addr.Addr().IsValid() && l.Addr.Addr().Zone() == ""
+}
+
 // ParseListen reads a listen address: "udp://ip:port", "tcp://ip:port", "udp://ip" or
 // "tcp://ip" (port defaultPort), or the same without a transport ("ip:port", "ip"), which
 // listens on UDP and TCP both (RFC 3261 section 18: every SIP element implements both). ip is

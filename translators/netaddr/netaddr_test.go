@@ -170,3 +170,27 @@ func TestParseListens(t *testing.T) {
 		}
 	}
 }
+
+// TestListenerValid: what ParseListen returns is valid; a Listener without a transport, without
+// an address or with an IPv6 zone is not.
+func TestListenerValid(t *testing.T) {
+	ls, err := ParseListen("[::1]:5060", 5060)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if !l.Valid() {
+			t.Errorf("%v from ParseListen is not valid", l)
+		}
+	}
+	for _, l := range []Listener{
+		{},
+		{Transport: "sctp", Addr: netip.MustParseAddrPort("127.0.0.1:5060")},
+		{Transport: UDP},
+		{Transport: TCP, Addr: netip.MustParseAddrPort("[fe80::1%eth0]:5060")},
+	} {
+		if l.Valid() {
+			t.Errorf("%#v is valid", l)
+		}
+	}
+}

@@ -74,7 +74,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("listen: at least one address is required"))
 	}
 	for i, l := range c.Listen {
-		if (l.Transport != netaddr.UDP && l.Transport != netaddr.TCP) || !l.Addr.Addr().IsValid() || l.Addr.Addr().Zone() != "" {
+		if !l.Valid() {
 			errs = append(errs, fmt.Errorf("listen[%d]: %q is not a udp or tcp listener on an IP address", i, l))
 		}
 	}
