@@ -64,12 +64,7 @@ func TestCallLogOrdersAfterLive(t *testing.T) {
 					stored = append(stored, e)
 				}
 			}
-			slices.SortStableFunc(stored, func(a, b event.Event) int {
-				if a.Sequence != b.Sequence {
-					return int(a.Sequence - b.Sequence)
-				}
-				return a.OccurredAt.Compare(b.OccurredAt)
-			})
+			slices.SortStableFunc(stored, contractOrder)
 			var got []string
 			for _, e := range stored {
 				got = append(got, string(e.Type))

@@ -153,12 +153,7 @@ func TestWhatIsAnAnswer(t *testing.T) {
 				evs = append(evs, cs.observe(ev, raw, time.Now())...)
 			}
 			// In the contract's order: sequence, then occurredAt.
-			slices.SortStableFunc(evs, func(a, b event.Event) int {
-				if a.Sequence != b.Sequence {
-					return int(a.Sequence - b.Sequence)
-				}
-				return a.OccurredAt.Compare(b.OccurredAt)
-			})
+			slices.SortStableFunc(evs, contractOrder)
 			t0 := time.Date(2023, 6, 6, 10, 0, 0, 0, time.UTC)
 			var got []string
 			for _, e := range evs {

@@ -1,6 +1,7 @@
 package ringcentral
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -12,6 +13,14 @@ import (
 
 	"github.com/callwire/callwire/sdk/event"
 )
+
+// contractOrder orders a call's events as the contract does: by sequence, then occurredAt.
+func contractOrder(a, b event.Event) int {
+	if c := cmp.Compare(a.Sequence, b.Sequence); c != 0 {
+		return c
+	}
+	return a.OccurredAt.Compare(b.OccurredAt)
+}
 
 // testClock is a clock the test moves by hand.
 type testClock struct {
