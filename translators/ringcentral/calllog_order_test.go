@@ -1,6 +1,7 @@
 package ringcentral
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -73,5 +74,47 @@ func TestCallLogOrdersAfterLive(t *testing.T) {
 				t.Errorf("live %d notifications: stored in order %s, want %s", tt.live, strings.Join(got, ", "), strings.Join(tt.want, ", "))
 			}
 		})
+	}
+}
+
+// TestHeldEndLeftToCallLog follows a call whose end came while notifications below it were
+// still missing, and never came: the live path tells the ring and the late answer but no end,
+// and the call log's record ends the call, answered, after the live path's events.
+func TestHeldEndLeftToCallLog(t *testing.T) {
+	const session = "s-held-end"
+	caller := func(code string) wireParty {
+		return wireParty{ID: "p-1", Direction: "Outbound", Code: code, From: endCaller(), To: endDesk()}
+	}
+	desk := func(code string) wireParty {
+		return wireParty{ID: "p-2", Direction: "Inbound", Code: code, From: endCaller(), To: endDesk()}
+	}
+	cs := newCalls(testPlan(t), DefaultProvider, time.Hour)
+	var evs []event.Event
+	for _, n := range []json.RawMessage{
+		sessionNoteAt(t, session, 1, 1, caller(statusSetup)),
+		sessionNoteAt(t, session, 2, 2, caller(statusAnswered), desk(statusProceeding)),
+		sessionNoteAt(t, session, 10, 40, caller(statusDisconn), desk(statusDisconn)),
+		sessionNoteAt(t, session, 9, 9, desk(statusAnswered)),
+	} {
+		ev, _, err := decodeSessionEvent(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, cs.observe(ev, n, time.Now())...)
+	}
+	if got := types(evs); !slices.Equal(got, []string{"call_received/rc-received", "call_answered/rc-answered"}) {
+		t.Fatalf("live path sent %v, want call_received, call_answered and no end", got)
+	}
+	t0 := time.Date(2023, 6, 6, 10, 0, 0, 0, time.UTC)
+	p := &poller{calls: cs, ended: &endedSet{m: map[string]time.Time{}, keep: time.Hour}}
+	evs = append(evs, p.events(logRecord(session, "Inbound", "Accepted", t0.Add(time.Second), 39, t0.Add(time.Minute)))...)
+	slices.SortStableFunc(evs, contractOrder)
+	var got []string
+	for _, e := range evs {
+		got = append(got, string(e.Type)+" "+string(e.Disposition))
+	}
+	want := []string{"call_received ", "call_answered ", "call_ended answered"}
+	if !slices.Equal(got, want) {
+		t.Errorf("stored in order %q, want %q", got, want)
 	}
 }

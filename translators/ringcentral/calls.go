@@ -64,6 +64,12 @@ type callState struct {
 	// set back a party that a newer one moved on.
 	seen     map[int64]bool
 	partySeq map[string]int64
+	// newest is the notification of the highest sequence seen: once every party has ended, the
+	// call ended there.
+	newest mark
+	// endHeld tells that every party has ended but a sequence below newest is still missing:
+	// the end waits for it (see settled).
+	endHeld bool
 	// inbound tells whether the session showed a party of direction Inbound: the party that
 	// receives the call, whose Answered is the answer.
 	inbound bool
@@ -71,7 +77,7 @@ type callState struct {
 	// not an answer: RingCentral reports it when the call reaches its RingCentral destination,
 	// before any phone is picked up. It stands for the answer only of a call placed by the
 	// clinic whose receiving party never shows.
-	outAnswer *answerMark
+	outAnswer *mark
 	// held holds, for each party on hold, the sequence of the notification that put it there,
 	// until its release is told.
 	held      map[string]int64
@@ -87,8 +93,8 @@ type callState struct {
 	pending *pendingTransfer
 }
 
-// answerMark is when, in which notification, a party answered.
-type answerMark struct {
+// mark is when, in which notification, something happened.
+type mark struct {
 	at  time.Time
 	seq int64
 }
@@ -135,6 +141,9 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 	}
 	if ev.at.Before(st.started) {
 		st.started = ev.at // an earlier notification that arrived late
+	}
+	if ev.Sequence == 0 || ev.Sequence >= st.newest.seq {
+		st.newest = mark{at: ev.at, seq: ev.Sequence}
 	}
 	if st.call.Direction == "" {
 		if p, ok := mainParty(ev.Parties); ok {
@@ -198,7 +207,7 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 		switch {
 		case outbound(p):
 			if st.outAnswer == nil || ev.at.Before(st.outAnswer.at) {
-				st.outAnswer = &answerMark{at: ev.at, seq: ev.Sequence}
+				st.outAnswer = &mark{at: ev.at, seq: ev.Sequence}
 			}
 		case st.answered.IsZero():
 			answer(p)
@@ -252,7 +261,7 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 			if outbound(p) {
 				// The calling side's party: the call reached its destination, nobody answered yet.
 				if st.outAnswer == nil {
-					st.outAnswer = &answerMark{at: ev.at, seq: ev.Sequence}
+					st.outAnswer = &mark{at: ev.at, seq: ev.Sequence}
 				}
 				continue
 			}
@@ -309,8 +318,18 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 		st.ended = true
 		return out
 	}
-	if terminal && c.allEnded(st) {
-		st.ended = true
+	if (terminal || st.endHeld) && c.allEnded(st) {
+		if !settled(st) {
+			// A notification below the end has not come yet: it may hold the answer (a late
+			// Answered), a hold or another party's end, and an end decided now could report an
+			// answered call missed. The end waits for it; if it never comes, the call log's
+			// record ends the call at the next poll, with the same ids.
+			st.endHeld = true
+			return out
+		}
+		st.ended, st.endHeld = true, false
+		end := st.newest
+		at := func(e *event.Event) { e.OccurredAt, e.Sequence = end.at, end.seq }
 		if st.pending != nil {
 			// The target never showed: the transfer is still told, without a target.
 			emitTransfer(st.pending, nil)
@@ -325,13 +344,14 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 		}
 		disp := disposition(st)
 		if missed(st, disp) {
-			emit(event.CallMissed, idMissed, nil)
+			emit(event.CallMissed, idMissed, at)
 		}
 		emit(event.CallEnded, idEnded, func(e *event.Event) {
+			at(e)
 			e.Disposition = disp
-			e.Duration = event.Ptr(max(ev.at.Sub(st.started).Seconds(), 0))
+			e.Duration = event.Ptr(max(end.at.Sub(st.started).Seconds(), 0))
 			if !st.answered.IsZero() {
-				e.TalkTime = event.Ptr(max(ev.at.Sub(st.answered).Seconds(), 0))
+				e.TalkTime = event.Ptr(max(end.at.Sub(st.answered).Seconds(), 0))
 			}
 		})
 	}
@@ -356,6 +376,31 @@ func (c *calls) extensionOf(e endpoint) string {
 		}
 	}
 	return ""
+}
+
+// firstSequence is the sequence from which a session's notifications are counted as due: the
+// recorded streams RingCentral's guide links (https://github.com/dibyenduroy/csn-data) number
+// each session's notifications 2, 3, 4, ... without a gap; a session whose 1 comes counts from 1.
+const firstSequence = 2
+
+// settled reports whether every notification of st up to the newest has come: no sequence from
+// firstSequence (or the lowest seen, when lower) to the newest is missing. A notification without
+// a sequence settles nothing and leaves nothing missing.
+func settled(st *callState) bool {
+	if st.newest.seq == 0 {
+		return true
+	}
+	low, n := int64(firstSequence), uint64(0)
+	for s := range st.seen {
+		low = min(low, s)
+	}
+	for s := range st.seen {
+		if s >= low && s <= st.newest.seq {
+			n++
+		}
+	}
+	// The count of sequences from low to newest, computed without overflow.
+	return n > uint64(st.newest.seq-low)
 }
 
 // allEnded reports whether no party of st is still in the call.

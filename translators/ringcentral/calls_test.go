@@ -50,93 +50,118 @@ func TestWhatIsAnAnswer(t *testing.T) {
 	}
 	missed := func(p wireParty) wireParty { p.Missed = true; return p }
 	type note struct {
-		seq     int
+		seq, at int
 		parties []wireParty
 	}
 	tests := []struct {
 		name  string
-		notes []note // in the order they arrive; sequence seq, seq seconds after 10:00
+		notes []note // in the order they arrive; sequence seq, at seconds after 10:00
 		want  []string
 	}{
 		{"the caller's party answers at setup, the desk rings out: missed, not answered", []note{
-			{1, []wireParty{caller(statusSetup)}},
-			{2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
-			{30, []wireParty{caller(statusDisconn)}},
-			{31, []wireParty{missed(desk(statusDisconn, ""))}},
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{2, 2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
+			{3, 30, []wireParty{caller(statusDisconn)}},
+			{4, 31, []wireParty{missed(desk(statusDisconn, ""))}},
 		}, []string{"call_received@1", "call_missed@31", "call_ended@31 no_answer"}},
 		{"the desk answers after ringing: the answer is the desk's, and talk time counts from it", []note{
-			{1, []wireParty{caller(statusSetup)}},
-			{2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
-			{9, []wireParty{desk(statusAnswered, "")}},
-			{40, []wireParty{desk(statusDisconn, ""), caller(statusDisconn)}},
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{2, 2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
+			{3, 9, []wireParty{desk(statusAnswered, "")}},
+			{4, 40, []wireParty{desk(statusDisconn, ""), caller(statusDisconn)}},
 		}, []string{"call_received@1", "call_answered@9 by 101", "call_ended@40 answered talk=31"}},
 		{"the ringing desk is ended with reason Voicemail: voicemail, missed", []note{
-			{1, []wireParty{caller(statusSetup)}},
-			{2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
-			{20, []wireParty{desk(statusDisconn, reasonVoicemail)}},
-			{45, []wireParty{caller(statusDisconn)}},
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{2, 2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
+			{3, 20, []wireParty{desk(statusDisconn, reasonVoicemail)}},
+			{4, 45, []wireParty{caller(statusDisconn)}},
 		}, []string{"call_received@1", "call_missed@45", "call_ended@45 voicemail"}},
 		{"a queue's agent answers: the agent is answeredBy", []note{
-			{1, []wireParty{caller(statusSetup)}},
-			{2, []wireParty{caller(statusAnswered), inQueue(statusSetup, "")}},
-			{5, []wireParty{doctor(statusProceeding, "")}},
-			{12, []wireParty{doctor(statusAnswered, ""), inQueue(statusDisconn, "AgentAnswered")}},
-			{50, []wireParty{doctor(statusDisconn, ""), caller(statusDisconn)}},
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{2, 2, []wireParty{caller(statusAnswered), inQueue(statusSetup, "")}},
+			{3, 5, []wireParty{doctor(statusProceeding, "")}},
+			{4, 12, []wireParty{doctor(statusAnswered, ""), inQueue(statusDisconn, "AgentAnswered")}},
+			{5, 50, []wireParty{doctor(statusDisconn, ""), caller(statusDisconn)}},
 		}, []string{"call_received@1", "call_answered@12 by 102", "call_ended@50 answered talk=38"}},
 		{"notifications out of sequence order: a late Proceeding does not undo the answer", []note{
-			{1, []wireParty{desk(statusSetup, "")}},
-			{3, []wireParty{desk(statusAnswered, "")}},
-			{2, []wireParty{desk(statusProceeding, "")}},
-			{20, []wireParty{desk(statusDisconn, "")}},
+			{1, 1, []wireParty{desk(statusSetup, "")}},
+			{3, 3, []wireParty{desk(statusAnswered, "")}},
+			{2, 2, []wireParty{desk(statusProceeding, "")}},
+			{4, 20, []wireParty{desk(statusDisconn, "")}},
 		}, []string{"call_received@1", "call_answered@3 by 101", "call_ended@20 answered talk=17"}},
 		{"a late Hold its party's newer Answered superseded is dropped: no hold told without its release", []note{
-			{1, []wireParty{desk(statusSetup, "")}},
-			{2, []wireParty{desk(statusAnswered, "")}},
-			{4, []wireParty{desk(statusAnswered, "")}},
-			{3, []wireParty{desk(statusHold, "")}},
-			{20, []wireParty{desk(statusDisconn, "")}},
+			{1, 1, []wireParty{desk(statusSetup, "")}},
+			{2, 2, []wireParty{desk(statusAnswered, "")}},
+			{4, 4, []wireParty{desk(statusAnswered, "")}},
+			{3, 3, []wireParty{desk(statusHold, "")}},
+			{5, 20, []wireParty{desk(statusDisconn, "")}},
 		}, []string{"call_received@1", "call_answered@2 by 101", "call_ended@20 answered talk=18"}},
 		{"a Hold that overtook its Answered: the late Answered is still the answer", []note{
-			{1, []wireParty{desk(statusSetup, "")}},
-			{3, []wireParty{desk(statusHold, "")}},
-			{2, []wireParty{desk(statusAnswered, "")}},
-			{4, []wireParty{desk(statusAnswered, "")}},
-			{20, []wireParty{desk(statusDisconn, "")}},
+			{1, 1, []wireParty{desk(statusSetup, "")}},
+			{3, 3, []wireParty{desk(statusHold, "")}},
+			{2, 2, []wireParty{desk(statusAnswered, "")}},
+			{4, 4, []wireParty{desk(statusAnswered, "")}},
+			{5, 20, []wireParty{desk(statusDisconn, "")}},
 		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4", "call_ended@20 answered talk=18"}},
 		{"an end that overtook the release of a hold: the late Answered still releases it", []note{
-			{1, []wireParty{caller(statusSetup)}},
-			{2, []wireParty{desk(statusAnswered, "")}},
-			{3, []wireParty{desk(statusHold, "")}},
-			{5, []wireParty{desk(statusDisconn, "")}},
-			{4, []wireParty{desk(statusAnswered, "")}},
-			{6, []wireParty{caller(statusDisconn)}},
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{2, 2, []wireParty{desk(statusAnswered, "")}},
+			{3, 3, []wireParty{desk(statusHold, "")}},
+			{5, 5, []wireParty{desk(statusDisconn, "")}},
+			{4, 4, []wireParty{desk(statusAnswered, "")}},
+			{6, 6, []wireParty{caller(statusDisconn)}},
 		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4", "call_ended@6 answered talk=4"}},
 		{"a late notification of another party is still read", []note{
-			{1, []wireParty{caller(statusSetup)}},
-			{3, []wireParty{caller(statusAnswered)}},
-			{2, []wireParty{desk(statusProceeding, "")}},
-			{9, []wireParty{desk(statusAnswered, "")}},
-			{40, []wireParty{desk(statusDisconn, ""), caller(statusDisconn)}},
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{3, 3, []wireParty{caller(statusAnswered)}},
+			{2, 2, []wireParty{desk(statusProceeding, "")}},
+			{4, 9, []wireParty{desk(statusAnswered, "")}},
+			{5, 40, []wireParty{desk(statusDisconn, ""), caller(statusDisconn)}},
 		}, []string{"call_received@1", "call_answered@9 by 101", "call_ended@40 answered talk=31"}},
+		{"an Answered that arrives after the end: the end waits for it, and the call is answered", []note{
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{2, 2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
+			{4, 40, []wireParty{caller(statusDisconn), desk(statusDisconn, "")}},
+			{3, 9, []wireParty{desk(statusAnswered, "")}},
+		}, []string{"call_received@1", "call_answered@9 by 101", "call_ended@40 answered talk=31"}},
+		{"an end with notifications missing below it that never come: the call log ends the call", []note{
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{2, 2, []wireParty{caller(statusAnswered), desk(statusProceeding, "")}},
+			{10, 40, []wireParty{caller(statusDisconn), desk(statusDisconn, "")}},
+			{9, 9, []wireParty{desk(statusAnswered, "")}},
+		}, []string{"call_received@1", "call_answered@9 by 101"}},
+		{"a Hold that arrives after the end: the end waits for it, and a hold the end overtook is not told", []note{
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{2, 2, []wireParty{caller(statusAnswered), desk(statusAnswered, "")}},
+			{4, 40, []wireParty{caller(statusDisconn), desk(statusDisconn, "")}},
+			{3, 30, []wireParty{desk(statusHold, "")}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_ended@40 answered talk=38"}},
+		{"another party's Disconnected that arrives last: the end is the newest notification's", []note{
+			{1, 1, []wireParty{caller(statusSetup)}},
+			{2, 2, []wireParty{caller(statusAnswered), desk(statusProceeding, ""), doctor(statusProceeding, "")}},
+			{3, 8, []wireParty{doctor(statusAnswered, "")}},
+			{5, 40, []wireParty{caller(statusDisconn), doctor(statusDisconn, "")}},
+			{4, 8, []wireParty{desk(statusDisconn, "")}},
+		}, []string{"call_received@1", "call_answered@8 by 102", "call_ended@40 answered talk=32"}},
 		{"an outbound call: the answer is the called party's, and nobody in the clinic is answeredBy", []note{
-			{1, []wireParty{deskCalls(statusSetup)}},
-			{2, []wireParty{outside(statusProceeding)}},
-			{3, []wireParty{deskCalls(statusProceeding)}},
-			{11, []wireParty{outside(statusAnswered)}},
-			{12, []wireParty{deskCalls(statusAnswered)}},
-			{30, []wireParty{deskCalls(statusDisconn), outside(statusDisconn)}},
+			{1, 1, []wireParty{deskCalls(statusSetup)}},
+			{2, 2, []wireParty{outside(statusProceeding)}},
+			{3, 3, []wireParty{deskCalls(statusProceeding)}},
+			{4, 11, []wireParty{outside(statusAnswered)}},
+			{5, 12, []wireParty{deskCalls(statusAnswered)}},
+			{6, 30, []wireParty{deskCalls(statusDisconn), outside(statusDisconn)}},
 		}, []string{"call_placed@1", "call_answered@11", "call_ended@30 answered talk=19"}},
 		{"an outbound call the called party never answers", []note{
-			{1, []wireParty{deskCalls(statusSetup)}},
-			{2, []wireParty{outside(statusProceeding)}},
-			{25, []wireParty{deskCalls(statusDisconn)}},
-			{26, []wireParty{outside(statusDisconn)}},
+			{1, 1, []wireParty{deskCalls(statusSetup)}},
+			{2, 2, []wireParty{outside(statusProceeding)}},
+			{3, 25, []wireParty{deskCalls(statusDisconn)}},
+			{4, 26, []wireParty{outside(statusDisconn)}},
 		}, []string{"call_placed@1", "call_ended@26 no_answer"}},
 		{"an outbound call whose called party never shows: the calling party's Answered stands for it", []note{
-			{1, []wireParty{deskCalls(statusSetup)}},
-			{3, []wireParty{deskCalls(statusProceeding)}},
-			{8, []wireParty{deskCalls(statusAnswered)}},
-			{30, []wireParty{deskCalls(statusDisconn)}},
+			{1, 1, []wireParty{deskCalls(statusSetup)}},
+			{2, 3, []wireParty{deskCalls(statusProceeding)}},
+			{3, 8, []wireParty{deskCalls(statusAnswered)}},
+			{4, 30, []wireParty{deskCalls(statusDisconn)}},
 		}, []string{"call_placed@1", "call_answered@8", "call_ended@30 answered talk=22"}},
 	}
 	for i, tt := range tests {
@@ -145,14 +170,13 @@ func TestWhatIsAnAnswer(t *testing.T) {
 			session := "s-answer-" + string(rune('a'+i))
 			var evs []event.Event
 			for _, n := range tt.notes {
-				raw := sessionNote(t, session, n.seq, n.parties...)
+				raw := sessionNoteAt(t, session, n.seq, n.at, n.parties...)
 				ev, ok, err := decodeSessionEvent(raw)
 				if err != nil || !ok {
 					t.Fatalf("decode: ok=%v err=%v", ok, err)
 				}
 				evs = append(evs, cs.observe(ev, raw, time.Now())...)
 			}
-			// In the contract's order: sequence, then occurredAt.
 			slices.SortStableFunc(evs, contractOrder)
 			t0 := time.Date(2023, 6, 6, 10, 0, 0, 0, time.UTC)
 			var got []string

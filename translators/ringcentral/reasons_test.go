@@ -27,7 +27,13 @@ type wireParty struct {
 // notification, seq seconds after 10:00 UTC on 2023-06-06, listing parties.
 func sessionNote(t testing.TB, session string, seq int, parties ...wireParty) json.RawMessage {
 	t.Helper()
-	at := time.Date(2023, 6, 6, 10, 0, seq, 0, time.UTC).Format("2006-01-02T15:04:05.000Z")
+	return sessionNoteAt(t, session, seq, seq, parties...)
+}
+
+// sessionNoteAt is sessionNote at sec seconds after 10:00 UTC on 2023-06-06.
+func sessionNoteAt(t testing.TB, session string, seq, sec int, parties ...wireParty) json.RawMessage {
+	t.Helper()
+	at := time.Date(2023, 6, 6, 10, 0, sec, 0, time.UTC).Format("2006-01-02T15:04:05.000Z")
 	type status struct {
 		Code   string `json:"code"`
 		Reason string `json:"reason,omitempty"`

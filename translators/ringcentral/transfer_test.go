@@ -40,17 +40,17 @@ func TestTransferTarget(t *testing.T) {
 		{"attended, target in the same notification", []sessionEvent{
 			note(3, party("p-1", "Inbound", statusGone, "AttendedTransfer", caller, desk),
 				party("p-3", "Inbound", statusAnswered, "", caller, endpoint{ExtensionNumber: "103", Name: "Nurse"})),
-			note(6, party("p-3", "Inbound", statusDisconn, "", caller, endpoint{ExtensionNumber: "103"})),
+			note(4, party("p-3", "Inbound", statusDisconn, "", caller, endpoint{ExtensionNumber: "103"})),
 		}, event.TransferAttended, "extension:/ext103", 3, 3},
 		{"attended, target listed before the transferring party", []sessionEvent{
 			note(3, party("p-3", "Inbound", statusAnswered, "", caller, endpoint{ExtensionNumber: "103", Name: "Nurse"}),
 				party("p-1", "Inbound", statusGone, "AttendedTransfer", caller, desk)),
-			note(6, party("p-3", "Inbound", statusDisconn, "", caller, endpoint{ExtensionNumber: "103"})),
+			note(4, party("p-3", "Inbound", statusDisconn, "", caller, endpoint{ExtensionNumber: "103"})),
 		}, event.TransferAttended, "extension:/ext103", 3, 3},
 		{"blind to an outside number", []sessionEvent{
 			note(3, party("p-1", "Inbound", statusDisconn, "BlindTransfer", caller, desk)),
 			note(4, party("p-4", "Outbound", statusSetup, "", endpoint{PhoneNumber: "+16505550100"}, endpoint{PhoneNumber: "+16505550188"})),
-			note(9, party("p-4", "Outbound", statusDisconn, "", endpoint{PhoneNumber: "+16505550100"}, endpoint{PhoneNumber: "+16505550188"})),
+			note(5, party("p-4", "Outbound", statusDisconn, "", endpoint{PhoneNumber: "+16505550100"}, endpoint{PhoneNumber: "+16505550188"})),
 		}, event.TransferBlind, "e164:+16505550188", 3, 3},
 		{"target never shows", []sessionEvent{
 			note(3, party("p-1", "Inbound", statusDisconn, "BlindTransfer", caller, desk)),
