@@ -79,8 +79,11 @@ type callState struct {
 	// clinic whose receiving party never shows.
 	outAnswer *mark
 	// held holds, for each party on hold, the sequence of the notification that put it there,
-	// until its release is told.
+	// until its release is told. reheld holds, for a party on hold, the newer Hold
+	// notifications of that party, oldest first: each follows a release not yet heard of (a
+	// late Answered), and is told when that release is.
 	held      map[string]int64
+	reheld    map[string][]mark
 	heard     time.Time // when the last notification came, by the local clock
 	announced bool
 	voicemail bool
@@ -126,7 +129,7 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 	st := c.byID[ev.TelephonySessionID]
 	if st == nil {
 		st = &callState{id: ev.TelephonySessionID, started: ev.at, parties: map[string]string{},
-			seen: map[int64]bool{}, partySeq: map[string]int64{}, held: map[string]int64{}}
+			seen: map[int64]bool{}, partySeq: map[string]int64{}, held: map[string]int64{}, reheld: map[string][]mark{}}
 		c.byID[st.id] = st
 	}
 	st.heard = now
@@ -193,6 +196,13 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 		by := c.extensionOf(p.To)
 		emit(event.CallAnswered, idAnswered, func(e *event.Event) { e.AnsweredBy = by })
 	}
+	hold := func(p eventParty, m mark) {
+		st.held[p.ID] = m.seq
+		emit(event.CallHold, fmt.Sprintf("rc-hold-%s-%d", p.ID, m.seq), func(e *event.Event) {
+			e.OccurredAt, e.Sequence = m.at, m.seq
+			e.Released = event.Ptr(false)
+		})
+	}
 	unhold := func(p eventParty) {
 		delete(st.held, p.ID)
 		emit(event.CallHold, fmt.Sprintf("rc-unhold-%s-%d", p.ID, ev.Sequence), func(e *event.Event) { e.Released = event.Ptr(true) })
@@ -202,6 +212,20 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 	lateAnswer := func(p eventParty) {
 		if h, ok := st.held[p.ID]; ok && ev.Sequence > h {
 			unhold(p)
+			// A newer Hold of the party, heard before this release, puts the call back on hold.
+			rs := st.reheld[p.ID]
+			for len(rs) > 0 && rs[0].seq <= ev.Sequence {
+				rs = rs[1:]
+			}
+			if len(rs) > 0 {
+				hold(p, rs[0])
+				rs = rs[1:]
+			}
+			if len(rs) == 0 {
+				delete(st.reheld, p.ID)
+			} else {
+				st.reheld[p.ID] = rs
+			}
 			return
 		}
 		switch {
@@ -233,6 +257,10 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 			st.inbound = true
 		}
 		if code == prev {
+			if h, ok := st.held[p.ID]; ok && code == statusHold && ev.Sequence > h {
+				// A second Hold: a release between the two has not come yet.
+				st.reheld[p.ID] = append(st.reheld[p.ID], mark{at: ev.at, seq: ev.Sequence})
+			}
 			continue
 		}
 		st.parties[p.ID] = code
@@ -256,6 +284,7 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 			announce()
 			if prev == statusHold {
 				unhold(p)
+				delete(st.reheld, p.ID)
 				continue
 			}
 			if outbound(p) {
@@ -272,8 +301,7 @@ func (c *calls) observe(ev sessionEvent, raw []byte, now time.Time) []event.Even
 			}
 		case statusHold:
 			announce()
-			st.held[p.ID] = ev.Sequence
-			emit(event.CallHold, fmt.Sprintf("rc-hold-%s-%d", p.ID, ev.Sequence), func(e *event.Event) { e.Released = event.Ptr(false) })
+			hold(p, mark{at: ev.at, seq: ev.Sequence})
 		case statusVoiceMail, statusVMScreen:
 			announce()
 			st.voicemail = true

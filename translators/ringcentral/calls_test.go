@@ -102,7 +102,7 @@ func TestWhatIsAnAnswer(t *testing.T) {
 			{2, 2, []wireParty{desk(statusAnswered, "")}},
 			{4, 4, []wireParty{desk(statusAnswered, "")}},
 			{5, 20, []wireParty{desk(statusDisconn, "")}},
-		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4", "call_ended@20 answered talk=18"}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4 released", "call_ended@20 answered talk=18"}},
 		{"an end that overtook the release of a hold: the late Answered still releases it", []note{
 			{1, 1, []wireParty{caller(statusSetup)}},
 			{2, 2, []wireParty{desk(statusAnswered, "")}},
@@ -110,7 +110,43 @@ func TestWhatIsAnAnswer(t *testing.T) {
 			{5, 5, []wireParty{desk(statusDisconn, "")}},
 			{4, 4, []wireParty{desk(statusAnswered, "")}},
 			{6, 6, []wireParty{caller(statusDisconn)}},
-		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4", "call_ended@6 answered talk=4"}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4 released", "call_ended@6 answered talk=4"}},
+		{"a second Hold that overtook the release before it: the call is on hold again", []note{
+			{1, 1, []wireParty{desk(statusSetup, "")}},
+			{2, 2, []wireParty{desk(statusAnswered, "")}},
+			{3, 3, []wireParty{desk(statusHold, "")}},
+			{5, 5, []wireParty{desk(statusHold, "")}},
+			{4, 4, []wireParty{desk(statusAnswered, "")}},
+			{6, 20, []wireParty{desk(statusDisconn, "")}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4 released", "call_hold@5", "call_ended@20 answered talk=18"}},
+		{"three Holds ahead of their releases, which come oldest first: each release and hold told", []note{
+			{1, 1, []wireParty{desk(statusSetup, "")}},
+			{2, 2, []wireParty{desk(statusAnswered, "")}},
+			{3, 3, []wireParty{desk(statusHold, "")}},
+			{5, 5, []wireParty{desk(statusHold, "")}},
+			{7, 7, []wireParty{desk(statusHold, "")}},
+			{4, 4, []wireParty{desk(statusAnswered, "")}},
+			{6, 6, []wireParty{desk(statusAnswered, "")}},
+			{8, 20, []wireParty{desk(statusDisconn, "")}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@4 released", "call_hold@5", "call_hold@6 released", "call_hold@7", "call_ended@20 answered talk=18"}},
+		{"three Holds ahead of their releases, which come newest first: the call ends on hold, the hold between folded", []note{
+			{1, 1, []wireParty{desk(statusSetup, "")}},
+			{2, 2, []wireParty{desk(statusAnswered, "")}},
+			{3, 3, []wireParty{desk(statusHold, "")}},
+			{5, 5, []wireParty{desk(statusHold, "")}},
+			{7, 7, []wireParty{desk(statusHold, "")}},
+			{6, 6, []wireParty{desk(statusAnswered, "")}},
+			{4, 4, []wireParty{desk(statusAnswered, "")}},
+			{8, 20, []wireParty{desk(statusDisconn, "")}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@6 released", "call_hold@7", "call_ended@20 answered talk=18"}},
+		{"a Hold repeated with no release between: told once", []note{
+			{1, 1, []wireParty{desk(statusSetup, "")}},
+			{2, 2, []wireParty{desk(statusAnswered, "")}},
+			{3, 3, []wireParty{desk(statusHold, "")}},
+			{4, 4, []wireParty{desk(statusHold, "")}},
+			{5, 9, []wireParty{desk(statusAnswered, "")}},
+			{6, 20, []wireParty{desk(statusDisconn, "")}},
+		}, []string{"call_received@1", "call_answered@2 by 101", "call_hold@3", "call_hold@9 released", "call_ended@20 answered talk=18"}},
 		{"a late notification of another party is still read", []note{
 			{1, 1, []wireParty{caller(statusSetup)}},
 			{3, 3, []wireParty{caller(statusAnswered)}},
@@ -186,6 +222,9 @@ func TestWhatIsAnAnswer(t *testing.T) {
 				}
 				s := string(e.Type) + "@" + e.OccurredAt.Sub(t0).String()
 				s = strings.TrimSuffix(s, "s")
+				if e.Released != nil && *e.Released {
+					s += " released"
+				}
 				if e.AnsweredBy != "" {
 					s += " by " + e.AnsweredBy
 				}
