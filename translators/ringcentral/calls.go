@@ -503,35 +503,40 @@ func mainParty(ps []eventParty) (eventParty, bool) {
 	return eventParty{}, false
 }
 
-// callOf is the call block and locations of a call as its main party describes it. When the
-// numbers do not tell the direction, the account's extensions do: an end with an extensionId is
-// inside the account, so a call from one to an end without is outbound, and the reverse inbound.
-// Only when neither end tells is the party's own direction used, and then an Outbound party that
-// belongs to no extension is an outside caller's leg (the first party RingCentral reports of a
-// call from the public network is the caller's, direction Outbound), so the call is inbound.
+// callOf is the call block and locations of a call as its main party describes it: callBlock's
+// rule, given the party's own direction, except that an Outbound party that belongs to no
+// extension, between two ends of none, is an outside caller's leg (the first party RingCentral
+// reports of a call from the public network is the caller's, direction Outbound), so the call is
+// inbound.
 func (c *calls) callOf(p eventParty) (event.Call, []string) {
 	dir := p.Direction
-	fromIn, toIn := p.From.ExtensionID != "", p.To.ExtensionID != ""
-	switch {
-	case fromIn && !toIn:
-		dir = "Outbound"
-	case toIn && !fromIn:
-		dir = "Inbound"
-	case !fromIn && !toIn && outbound(p) && p.ExtensionID == "":
+	if outbound(p) && p.ExtensionID == "" && p.From.ExtensionID == "" && p.To.ExtensionID == "" {
 		dir = "Inbound"
 	}
 	return c.callBlock(dir, p.From, p.To)
 }
 
-// callBlock classifies the two ends of a call, tells its direction (from the numbers when they
-// tell, else from RingCentral's direction), and the locations its clinic number wakes.
+// callBlock classifies the two ends of a call, tells its direction, and the locations its clinic
+// number wakes. It is the one rule of both paths (the live path's callOf and the call-log poll),
+// so that the call block the core keeps (the call log's, whose events come last) is the one the
+// live path told. The direction comes from the numbers when they tell (an extension or one of
+// the clinic's numbers is the clinic). When they do not, the account's extensions tell: an end
+// with an extensionId is inside the account, so a call from one to an end without is outbound,
+// and the reverse inbound. Only when neither tells is direction (RingCentral's) used.
 func (c *calls) callBlock(direction string, from, to endpoint) (event.Call, []string) {
 	f, t := c.party(from), c.party(to)
 	dir, ok := c.plan.Direction(f, t)
 	if !ok {
-		dir = event.Inbound
-		if strings.EqualFold(direction, "Outbound") {
+		fromIn, toIn := from.ExtensionID != "", to.ExtensionID != ""
+		switch {
+		case fromIn && !toIn:
 			dir = event.Outbound
+		case toIn && !fromIn:
+			dir = event.Inbound
+		case strings.EqualFold(direction, "Outbound"):
+			dir = event.Outbound
+		default:
+			dir = event.Inbound
 		}
 	}
 	var locs []string

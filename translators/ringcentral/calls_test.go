@@ -1,6 +1,7 @@
 package ringcentral
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -249,7 +250,9 @@ func TestWhatIsAnAnswer(t *testing.T) {
 // Event page: extensionId, "Internal identifier of a Callee/Caller extension"), and the first
 // party of a call from the public network is the caller's, of direction Outbound and of no
 // extension (the recorded stream PSTN-RingCentral-DataStreams.txt of
-// https://github.com/dibyenduroy/csn-data shows it so).
+// https://github.com/dibyenduroy/csn-data shows it so). The call log's from and to carry the
+// same extensionId (the API reference's CallLogFromParty and CallLogToParty), and its record of
+// the same ends must give the same call block.
 func TestDirectionFromExtensions(t *testing.T) {
 	plan, err := numbering.New(numbering.Config{DefaultCountry: "US"})
 	if err != nil {
@@ -278,6 +281,22 @@ func TestDirectionFromExtensions(t *testing.T) {
 			evs := cs.observe(ev, raw, time.Now())
 			if len(evs) != 1 || evs[0].Type != tt.want {
 				t.Fatalf("got %v, want one %s", types(evs), tt.want)
+			}
+			// The call log's record of the same ends, without a direction of its own, gives
+			// the call block the live path gave: its events come last, so theirs is the one
+			// the core keeps.
+			end := func(w wireEnd) endpoint {
+				return endpoint{PhoneNumber: w.PhoneNumber, ExtensionNumber: w.ExtensionNumber, ExtensionID: flexString(w.ExtensionID), Name: w.Name}
+			}
+			r := callLogRecord{ID: "Y1", TelephonySessionID: "s-direction", StartTime: "2023-06-06T10:00:01Z", Duration: 30,
+				Type: "Voice", Result: "Accepted", From: end(tt.party.From), To: end(tt.party.To)}
+			p := &poller{calls: cs, ended: &endedSet{m: map[string]time.Time{}, keep: time.Hour}}
+			logged := p.events(r)
+			if len(logged) == 0 {
+				t.Fatal("the call log's record gave no event")
+			}
+			if got, want := logged[0].Call, evs[0].Call; !reflect.DeepEqual(got, want) {
+				t.Errorf("call log's call block %+v, live path's %+v", got, want)
 			}
 		})
 	}
