@@ -27,8 +27,10 @@ type Translator struct {
 	// HTTPClient makes the REST requests; nil means a client with a 30s timeout.
 	HTTPClient *http.Client
 
-	mu     sync.Mutex
-	health error
+	mu sync.Mutex
+	// The live path's health and the poll's, kept apart so that one's success does not hide
+	// the other's failure.
+	liveHealth, pollHealth error
 }
 
 // New returns the RingCentral translator.
@@ -72,7 +74,8 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	a := &auth{server: cfg.Server, clientID: cfg.ClientID, secrets: secrets, hc: hc, now: time.Now}
 	api := &client{server: cfg.Server, auth: a, hc: hc}
 	if _, err := a.Token(ctx); err != nil {
-		t.setHealth(err)
+		// The first poll, which comes at once, signs in again and reports what it finds.
+		t.setPollHealth(err)
 		if IsPermanent(err) {
 			return fmt.Errorf("ringcentral: %w", err)
 		}
@@ -89,7 +92,7 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
 	if *cfg.Live {
-		l := &live{api: api, calls: cs, ended: ended, emit: em.emit, log: log, now: time.Now, health: t.setHealth}
+		l := &live{api: api, calls: cs, ended: ended, emit: em.emit, log: log, now: time.Now, health: t.setLiveHealth}
 		wg.Add(1)
 		go func() { defer wg.Done(); errc <- l.run(ctx) }()
 	}
@@ -106,7 +109,7 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	cancel()
 	wg.Wait()
 	if first != nil && !errors.Is(first, context.Canceled) {
-		t.setHealth(first)
+		t.setPollHealth(first)
 		return fmt.Errorf("ringcentral: %w", first)
 	}
 	return nil
@@ -123,10 +126,10 @@ func (t *Translator) pollLoop(ctx context.Context, p *poller, interval time.Dura
 		case err != nil && IsPermanent(err):
 			return err
 		case err != nil:
-			t.setHealth(err)
+			t.setPollHealth(err)
 			p.log.Warn("ringcentral: call-log poll failed; the next one reads from the same cursor", "error", err)
 		default:
-			t.setHealth(nil)
+			t.setPollHealth(nil)
 			p.log.Debug("ringcentral: call log polled", "records", n)
 		}
 		p.ended.prune(p.now())
@@ -136,17 +139,33 @@ func (t *Translator) pollLoop(ctx context.Context, p *poller, interval time.Dura
 	}
 }
 
-// Health implements plugins.HealthChecker: it reports the last failure to reach RingCentral,
-// until a connection succeeds again.
+// Health implements plugins.HealthChecker: it reports unhealthy while the live path or the
+// call-log poll is failing, with the last failure of each that is (the live path's until its
+// subscription is in place again, the poll's until a poll succeeds), and nil when neither is.
 func (t *Translator) Health(context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.health
+	var live, poll error
+	if t.liveHealth != nil {
+		live = fmt.Errorf("live path: %w", t.liveHealth)
+	}
+	if t.pollHealth != nil {
+		poll = fmt.Errorf("call-log poll: %w", t.pollHealth)
+	}
+	return errors.Join(live, poll)
 }
 
-func (t *Translator) setHealth(err error) {
+// setLiveHealth records the live path's health: err, or nil once it is well again.
+func (t *Translator) setLiveHealth(err error) {
 	t.mu.Lock()
-	t.health = err
+	t.liveHealth = err
+	t.mu.Unlock()
+}
+
+// setPollHealth records the call-log poll's health: err, or nil after a poll that succeeded.
+func (t *Translator) setPollHealth(err error) {
+	t.mu.Lock()
+	t.pollHealth = err
 	t.mu.Unlock()
 }
 
