@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -524,16 +525,19 @@ func (l *live) renewed(ctx context.Context, c *conn, rn *renewal, meta wsMeta, b
 	return nil
 }
 
-// answerError is the failure an answer to a ClientRequest reports: its status, and RingCentral's
-// error code and message when its body has them.
+// answerError is the failure a gateway message reports (an answer to a ClientRequest, or an
+// Error message): its status, and RingCentral's error code and message when its body has them,
+// else the body itself (at most 200 bytes), so that an error nobody can read is still shown.
 func answerError(op string, meta wsMeta, body json.RawMessage) *APIError {
 	e := &APIError{Op: op, Status: meta.Status}
 	var v struct {
 		ErrorCode string `json:"errorCode"`
 		Message   string `json:"message"`
 	}
-	if json.Unmarshal(body, &v) == nil {
+	if json.Unmarshal(body, &v) == nil && (v.ErrorCode != "" || v.Message != "") {
 		e.Code, e.Message = v.ErrorCode, v.Message
+	} else if len(body) > 0 {
+		e.Message = strings.ToValidUTF8(string(body[:min(len(body), 200)]), "\uFFFD")
 	}
 	return e
 }
@@ -639,17 +643,10 @@ func (l *live) handleMessage(ctx context.Context, meta wsMeta, body json.RawMess
 	switch meta.Type {
 	case msgServerNotification:
 	case msgError:
-		e := &APIError{Op: "WebSocket gateway", Status: max(meta.Status, 500)}
-		var v struct {
-			ErrorCode string `json:"errorCode"`
-			Message   string `json:"message"`
-		}
-		if json.Unmarshal(body, &v) == nil && (v.ErrorCode != "" || v.Message != "") {
-			e.Code, e.Message = v.ErrorCode, v.Message
-		} else {
-			e.Message = string(body)
-		}
-		return e
+		// An Error message ends the connection, and a new one is tried whatever status it
+		// carries: its status is taken for at least 500, which Retryable retries.
+		meta.Status = max(meta.Status, 500)
+		return answerError("WebSocket gateway", meta, body)
 	default:
 		return nil // heartbeats, connection details, answers to requests no longer awaited
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -131,6 +132,31 @@ func TestLiveSocketDrop(t *testing.T) {
 			}
 			if !slices.Equal(grants, []string{jwtGrant}) {
 				t.Errorf("grants %v, want the one sign-in: the token was valid", grants)
+			}
+		})
+	}
+}
+
+// TestAnswerError reads the failures the gateway reports, in an answer to a ClientRequest or in
+// an Error message, the same way: RingCentral's errorCode and message when the body has them
+// (the shape of its REST errors, which the gateway passes on), else the body itself, cut short.
+func TestAnswerError(t *testing.T) {
+	long := `"` + strings.Repeat("x", 300) + `"`
+	tests := []struct {
+		name, body, code, message string
+	}{
+		{"code and message", `{"errorCode":"SUB-406","message":"Subscription not found"}`, "SUB-406", "Subscription not found"},
+		{"a message only", `{"message":"Internal error"}`, "", "Internal error"},
+		{"neither: the body", `{"status":"down"}`, "", `{"status":"down"}`},
+		{"not JSON: the body", `gateway down`, "", "gateway down"},
+		{"a long body, cut to 200 bytes", long, "", long[:200]},
+		{"no body", ``, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := answerError("subscribe", wsMeta{Status: 404}, json.RawMessage(tt.body))
+			if e.Op != "subscribe" || e.Status != 404 || e.Code != tt.code || e.Message != tt.message {
+				t.Errorf("got %+v, want code %q message %q", e, tt.code, tt.message)
 			}
 		})
 	}
