@@ -163,6 +163,10 @@ type orgJSON struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// Lookup is null when the organization has no caller lookup.
 	Lookup *lookupJSON `json:"lookup"`
+	// TimeZone is the IANA name of the organization's time zone, "UTC" by default.
+	TimeZone string `json:"timezone"`
+	// Country is the ISO 3166-1 alpha-2 code numbers in national form are read in, "" for none.
+	Country string `json:"country"`
 }
 
 // lookupJSON shows an organization's caller lookup. The token is never shown in full.
@@ -175,7 +179,10 @@ type lookupJSON struct {
 }
 
 func orgView(o store.Org) orgJSON {
-	v := orgJSON{ID: o.ID, Name: o.Name, CreatedAt: o.CreatedAt.UTC()}
+	v := orgJSON{ID: o.ID, Name: o.Name, CreatedAt: o.CreatedAt.UTC(), TimeZone: o.Region.TimeZone, Country: o.Region.Country}
+	if v.TimeZone == "" {
+		v.TimeZone = "UTC"
+	}
 	if o.Lookup.URL != "" {
 		v.Lookup = &lookupJSON{URL: o.Lookup.URL, Token: maskToken(o.Lookup.Token)}
 		if o.Lookup.Timeout > 0 {
@@ -273,7 +280,7 @@ func newOrgs() *cobra.Command {
 					return fmt.Errorf("create organization: %w", err)
 				}
 				if asJSON {
-					return writeJSON(cmd.OutOrStdout(), orgJSON{ID: o.ID, Name: o.Name, CreatedAt: o.CreatedAt})
+					return writeJSON(cmd.OutOrStdout(), orgView(o))
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), o.ID)
 				return nil
@@ -319,13 +326,17 @@ func newOrgs() *cobra.Command {
 	outputFlag(list)
 
 	update := &cobra.Command{
-		Use:   "update ORG_ID --lookup-url URL [--lookup-token TOKEN] [--lookup-timeout DURATION]",
-		Short: "Set or remove an organization's caller lookup endpoint",
+		Use:   "update ORG_ID [--lookup-url URL [--lookup-token TOKEN] [--lookup-timeout DURATION]] [--timezone ZONE] [--country CC]",
+		Short: "Set an organization's caller lookup endpoint, time zone or country",
 		Long: "Set the organization's caller lookup: callwire asks GET URL?number=<E.164> with " +
-			"\"Authorization: Bearer TOKEN\" while a phone rings (see docs/caller-lookup.md). Each update " +
-			"replaces the whole setting: a token or timeout left out is cleared. --lookup-url \"\" removes " +
+			"\"Authorization: Bearer TOKEN\" while a phone rings (see docs/caller-lookup.md). Each lookup " +
+			"update replaces the whole lookup: a token or timeout left out is cleared. --lookup-url \"\" removes " +
 			"the lookup. The token is stored and never printed back in full. Running servers pick the " +
-			"change up within a few seconds.",
+			"change up within a few seconds.\n\n" +
+			"--timezone sets the IANA time zone (such as Europe/London; \"\" for UTC, the default) in which " +
+			"dates in call history filters, CSV exports and the desk are read. --country sets the ISO 3166-1 " +
+			"alpha-2 code (such as GB; \"\" for none, the default) in which a number search written in " +
+			"national form is read (see docs/history.md). A setting left out is kept.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := jsonOutput(cmd)
@@ -333,26 +344,67 @@ func newOrgs() *cobra.Command {
 				return err
 			}
 			f := cmd.Flags()
-			if !f.Changed("lookup-url") {
-				return usageError{errors.New(`--lookup-url is required (--lookup-url "" removes the lookup)`)}
+			setLookup := f.Changed("lookup-url")
+			setZone, setCountry := f.Changed("timezone"), f.Changed("country")
+			if !setLookup && !setZone && !setCountry {
+				if f.Changed("lookup-token") || f.Changed("lookup-timeout") {
+					return usageError{errors.New(`--lookup-token and --lookup-timeout need a --lookup-url; --lookup-url "" removes the lookup`)}
+				}
+				return usageError{errors.New(`nothing to update: give --lookup-url, --timezone or --country`)}
 			}
-			rawURL, _ := f.GetString("lookup-url")
-			token, _ := f.GetString("lookup-token")
-			timeout, _ := f.GetString("lookup-timeout")
-			l, problems := parseLookup(rawURL, token, timeout, f.Changed("lookup-token"), f.Changed("lookup-timeout"))
+			var (
+				l        store.Lookup
+				problems []string
+			)
+			if setLookup || f.Changed("lookup-token") || f.Changed("lookup-timeout") {
+				rawURL, _ := f.GetString("lookup-url")
+				token, _ := f.GetString("lookup-token")
+				timeout, _ := f.GetString("lookup-timeout")
+				l, problems = parseLookup(rawURL, token, timeout, f.Changed("lookup-token"), f.Changed("lookup-timeout"))
+			}
+			zone, _ := f.GetString("timezone")
+			country, _ := f.GetString("country")
+			zone, country = strings.TrimSpace(zone), strings.ToUpper(strings.TrimSpace(country))
+			if setZone {
+				if err := (store.Region{TimeZone: zone}).Validate(); err != nil {
+					problems = append(problems, "--timezone: "+err.Error())
+				}
+			}
+			if setCountry {
+				if err := (store.Region{Country: country}).Validate(); err != nil {
+					problems = append(problems, "--country: "+err.Error())
+				}
+			}
 			if len(problems) > 0 {
 				return usageError{errors.New(strings.Join(problems, "; "))}
 			}
 			return withStore(cmd, func(st store.Store) error {
 				id := args[0]
-				if err := st.UpdateOrgLookup(cmd.Context(), id, l); err != nil {
-					if errors.Is(err, store.ErrNotFound) {
-						return fmt.Errorf("no organization %q", id)
-					}
+				o, err := st.GetOrg(cmd.Context(), id)
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("no organization %q", id)
+				}
+				if err != nil {
 					return fmt.Errorf("update organization: %w", err)
 				}
-				o, err := st.GetOrg(cmd.Context(), id)
-				if err != nil {
+				if setLookup {
+					if err := st.UpdateOrgLookup(cmd.Context(), id, l); err != nil {
+						return fmt.Errorf("update organization: %w", err)
+					}
+				}
+				if setZone || setCountry {
+					r := o.Region
+					if setZone {
+						r.TimeZone = zone
+					}
+					if setCountry {
+						r.Country = country
+					}
+					if err := st.UpdateOrgRegion(cmd.Context(), id, r); err != nil {
+						return fmt.Errorf("update organization: %w", err)
+					}
+				}
+				if o, err = st.GetOrg(cmd.Context(), id); err != nil {
 					return fmt.Errorf("update organization: %w", err)
 				}
 				v := orgView(o)
@@ -360,18 +412,27 @@ func newOrgs() *cobra.Command {
 					return writeJSON(cmd.OutOrStdout(), v)
 				}
 				out := cmd.OutOrStdout()
-				if v.Lookup == nil {
-					fmt.Fprintf(out, "%s: caller lookup removed\n", o.ID)
-					return nil
+				if setLookup {
+					if v.Lookup == nil {
+						fmt.Fprintf(out, "%s: caller lookup removed\n", o.ID)
+					} else {
+						tok, to := "none", "server default (lookup.timeout)"
+						if v.Lookup.Token != "" {
+							tok = v.Lookup.Token
+						}
+						if v.Lookup.Timeout != "" {
+							to = v.Lookup.Timeout
+						}
+						fmt.Fprintf(out, "%s: caller lookup %s\n  token:   %s\n  timeout: %s\n", o.ID, v.Lookup.URL, tok, to)
+					}
 				}
-				tok, to := "none", "server default (lookup.timeout)"
-				if v.Lookup.Token != "" {
-					tok = v.Lookup.Token
+				if setZone || setCountry {
+					c := v.Country
+					if c == "" {
+						c = "none (only E.164 numbers and trailing digits match)"
+					}
+					fmt.Fprintf(out, "%s: time zone %s, country %s\n", o.ID, v.TimeZone, c)
 				}
-				if v.Lookup.Timeout != "" {
-					to = v.Lookup.Timeout
-				}
-				fmt.Fprintf(out, "%s: caller lookup %s\n  token:   %s\n  timeout: %s\n", o.ID, v.Lookup.URL, tok, to)
 				return nil
 			})
 		},
@@ -379,6 +440,8 @@ func newOrgs() *cobra.Command {
 	update.Flags().String("lookup-url", "", `the adapter's absolute http(s) URL; "" removes the lookup`)
 	update.Flags().String("lookup-token", "", "bearer token sent to the adapter (stored; never printed in full)")
 	update.Flags().String("lookup-timeout", "", "bound on one lookup, at most 10s (default: the server's lookup.timeout)")
+	update.Flags().String("timezone", "", `IANA time zone such as Europe/London; "" for UTC`)
+	update.Flags().String("country", "", `ISO 3166-1 alpha-2 code such as GB, for numbers searched in national form; "" for none`)
 	outputFlag(update)
 
 	orgs.AddCommand(create, list, update)

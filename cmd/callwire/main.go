@@ -12,6 +12,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// The IANA time zone database, built in: an organization's time zone (orgs update
+	// --timezone) must read the same on every machine, with or without /usr/share/zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
 )

@@ -10,7 +10,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/nyaruka/phonenumbers"
 )
 
 // ErrNotFound reports that the record asked for does not exist (within the organization asked).
@@ -18,6 +22,10 @@ var ErrNotFound = errors.New("not found")
 
 // ErrConflict reports that a record with the same unique key already exists.
 var ErrConflict = errors.New("already exists")
+
+// ErrInvalid reports that a value was refused before anything was written: the error wrapping it
+// says which and why.
+var ErrInvalid = errors.New("invalid")
 
 // ErrUnavailable marks a failure that is expected to pass: the database is unreachable, the
 // connection pool stayed exhausted past its wait, the server is shutting down, or a transaction
@@ -75,6 +83,56 @@ type Org struct {
 	// Lookup is where the organization's client system answers who owns a phone number; its
 	// zero value means the organization has none.
 	Lookup Lookup
+	// Region is the organization's time zone and country; its zero value means UTC and no
+	// country.
+	Region Region
+}
+
+// Region is where an organization's people are: the time zone they read times in and the
+// country whose national numbering they write phone numbers in. The API speaks UTC; a date in a
+// filter, a time in a CSV export and a time on the desk are read in TimeZone.
+type Region struct {
+	// TimeZone is an IANA time zone name such as "Europe/London"; "" means UTC.
+	TimeZone string
+	// Country is an ISO 3166-1 alpha-2 code in upper case such as "GB", the region a number
+	// written in national form is read in; "" means none, and then only E.164 numbers and
+	// trailing digits match.
+	Country string
+}
+
+// Validate reports every problem with r at once, or nil: TimeZone must be "" or a name
+// time.LoadLocation knows, and Country "" or an upper-case ISO 3166-1 alpha-2 code the
+// phone-number metadata (github.com/nyaruka/phonenumbers) has a numbering plan for.
+func (r Region) Validate() error {
+	var errs []error
+	if r.TimeZone != "" {
+		if _, err := r.Location(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.Country != "" && (len(r.Country) != 2 || strings.ToUpper(r.Country) != r.Country ||
+		!phonenumbers.GetSupportedRegions()[r.Country]) {
+		errs = append(errs, fmt.Errorf("country %q is not an ISO 3166-1 alpha-2 code with a numbering plan, such as US, GB or DE", r.Country))
+	}
+	return errors.Join(errs...)
+}
+
+// Location returns r's time zone: time.UTC for "", or an error naming TimeZone when it is not an
+// IANA time zone name.
+func (r Region) Location() (*time.Location, error) {
+	if r.TimeZone == "" {
+		return time.UTC, nil
+	}
+	// LoadLocation also accepts "Local", the zone of whatever machine runs the server: not a
+	// zone a clinic can name.
+	if r.TimeZone == "Local" {
+		return nil, fmt.Errorf("time zone %q is not an IANA time zone name such as Europe/London", r.TimeZone)
+	}
+	loc, err := time.LoadLocation(r.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("time zone %q is not an IANA time zone name such as Europe/London: %w", r.TimeZone, err)
+	}
+	return loc, nil
 }
 
 // Lookup is an organization's caller lookup endpoint (see docs/caller-lookup.md).
@@ -267,15 +325,20 @@ type Store interface {
 	// ErrNotFound.
 	GetCall(ctx context.Context, orgID, provider, providerCallID string) (Call, []Event, error)
 
-	// CreateOrg stores a new organization, its Lookup included; ErrConflict if the ID exists.
+	// CreateOrg stores a new organization, its Lookup and Region included; ErrConflict if the
+	// ID exists, an error wrapping ErrInvalid if o.Region.Validate fails.
 	CreateOrg(ctx context.Context, o Org) error
-	// GetOrg returns the organization, its Lookup included, or ErrNotFound.
+	// GetOrg returns the organization, its Lookup and Region included, or ErrNotFound.
 	GetOrg(ctx context.Context, id string) (Org, error)
-	// ListOrgs returns every organization, their Lookups included, oldest first.
+	// ListOrgs returns every organization, their Lookups and Regions included, oldest first.
 	ListOrgs(ctx context.Context) ([]Org, error)
 	// UpdateOrgLookup replaces the organization's Lookup with l (a zero l removes it); ErrNotFound
 	// if there is no such organization. The next GetOrg or ListOrgs returns l.
 	UpdateOrgLookup(ctx context.Context, orgID string, l Lookup) error
+	// UpdateOrgRegion replaces the organization's Region with r (a zero r means UTC and no
+	// country); ErrNotFound if there is no such organization, and an error wrapping
+	// ErrInvalid, writing nothing, when r.Validate fails. The next GetOrg or ListOrgs returns r.
+	UpdateOrgRegion(ctx context.Context, orgID string, r Region) error
 
 	// CreateKey stores a new key; ErrConflict if the client ID or secret hash exists, ErrNotFound
 	// if k.OrgID names no organization.

@@ -12,7 +12,7 @@ import (
 )
 
 // orgColumns is the column list scanOrg reads, in order.
-const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns`
+const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns, time_zone, country`
 
 // scanOrg scans one row of orgColumns.
 func scanOrg(row pgx.Row) (store.Org, error) {
@@ -20,7 +20,8 @@ func scanOrg(row pgx.Row) (store.Org, error) {
 		o  store.Org
 		ns int64
 	)
-	if err := row.Scan(&o.ID, &o.Name, &o.CreatedAt, &o.Lookup.URL, &o.Lookup.Token, &ns); err != nil {
+	if err := row.Scan(&o.ID, &o.Name, &o.CreatedAt, &o.Lookup.URL, &o.Lookup.Token, &ns,
+		&o.Region.TimeZone, &o.Region.Country); err != nil {
 		return store.Org{}, err
 	}
 	o.CreatedAt = utc(o.CreatedAt)
@@ -28,13 +29,18 @@ func scanOrg(row pgx.Row) (store.Org, error) {
 	return o, nil
 }
 
-// CreateOrg stores a new organization, its lookup included; an error wrapping
-// store.ErrConflict if the ID exists. A zero CreatedAt is stored as the database's current time.
+// CreateOrg stores a new organization, its lookup and region included; an error wrapping
+// store.ErrConflict if the ID exists, store.ErrInvalid if its region is not valid. A zero
+// CreatedAt is stored as the database's current time.
 func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
+	if err := o.Region.Validate(); err != nil {
+		return fmt.Errorf("postgres: create org: %w: %w", store.ErrInvalid, err)
+	}
 	_, err := s.exec(ctx,
-		`INSERT INTO orgs (org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns)
-		VALUES ($1, $2, COALESCE($3, now()), $4, $5, $6)`,
-		o.ID, o.Name, nullTime(o.CreatedAt), o.Lookup.URL, o.Lookup.Token, int64(o.Lookup.Timeout))
+		`INSERT INTO orgs (org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns, time_zone, country)
+		VALUES ($1, $2, COALESCE($3, now()), $4, $5, $6, $7, $8)`,
+		o.ID, o.Name, nullTime(o.CreatedAt), o.Lookup.URL, o.Lookup.Token, int64(o.Lookup.Timeout),
+		o.Region.TimeZone, o.Region.Country)
 	if pgCode(err) == codeUniqueViolation {
 		return fmt.Errorf("postgres: create org %q: %w", o.ID, store.ErrConflict)
 	}
@@ -89,6 +95,23 @@ func (s *Store) UpdateOrgLookup(ctx context.Context, orgID string, l store.Looku
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("postgres: update org lookup %q: %w", orgID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// UpdateOrgRegion replaces the organization's region with r; an error wrapping
+// store.ErrNotFound if there is no such organization, store.ErrInvalid if r is not valid.
+func (s *Store) UpdateOrgRegion(ctx context.Context, orgID string, r store.Region) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("postgres: update org region: %w: %w", store.ErrInvalid, err)
+	}
+	tag, err := s.exec(ctx, `UPDATE orgs SET time_zone = $2, country = $3 WHERE org_id = $1`,
+		orgID, r.TimeZone, r.Country)
+	if err != nil {
+		return fmt.Errorf("postgres: update org region: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: update org region %q: %w", orgID, store.ErrNotFound)
 	}
 	return nil
 }

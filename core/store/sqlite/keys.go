@@ -12,7 +12,7 @@ import (
 )
 
 // orgColumns are the columns scanOrg reads, in its order.
-const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns`
+const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns, time_zone, country`
 
 // scanOrg reads one row of orgColumns.
 func scanOrg(row interface{ Scan(...any) error }) (store.Org, error) {
@@ -20,18 +20,24 @@ func scanOrg(row interface{ Scan(...any) error }) (store.Org, error) {
 		o  store.Org
 		ns int64
 	)
-	if err := row.Scan(&o.ID, &o.Name, timeCol{&o.CreatedAt}, &o.Lookup.URL, &o.Lookup.Token, &ns); err != nil {
+	if err := row.Scan(&o.ID, &o.Name, timeCol{&o.CreatedAt}, &o.Lookup.URL, &o.Lookup.Token, &ns,
+		&o.Region.TimeZone, &o.Region.Country); err != nil {
 		return store.Org{}, err
 	}
 	o.Lookup.Timeout = time.Duration(ns)
 	return o, nil
 }
 
-// CreateOrg stores a new organization, its lookup included; store.ErrConflict if the ID exists.
+// CreateOrg stores a new organization, its lookup and region included; store.ErrConflict if the
+// ID exists, store.ErrInvalid if its region is not valid.
 func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
+	if err := o.Region.Validate(); err != nil {
+		return fmt.Errorf("sqlite: create org: %w: %w", store.ErrInvalid, err)
+	}
 	return s.withWriteTx(ctx, "create org", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO orgs (`+orgColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
-			o.ID, o.Name, encTime(o.CreatedAt), o.Lookup.URL, o.Lookup.Token, int64(o.Lookup.Timeout))
+		_, err := tx.ExecContext(ctx, `INSERT INTO orgs (`+orgColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			o.ID, o.Name, encTime(o.CreatedAt), o.Lookup.URL, o.Lookup.Token, int64(o.Lookup.Timeout),
+			o.Region.TimeZone, o.Region.Country)
 		return err
 	})
 }
@@ -67,6 +73,29 @@ func (s *Store) UpdateOrgLookup(ctx context.Context, orgID string, l store.Looku
 	return s.withWriteTx(ctx, "update org lookup", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE orgs SET lookup_url = ?, lookup_token = ?, lookup_timeout_ns = ?
 			WHERE org_id = ?`, l.URL, l.Token, int64(l.Timeout), orgID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// UpdateOrgRegion replaces the organization's region with r; store.ErrNotFound if there is no
+// such organization, store.ErrInvalid if r is not valid.
+func (s *Store) UpdateOrgRegion(ctx context.Context, orgID string, r store.Region) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("sqlite: update org region: %w: %w", store.ErrInvalid, err)
+	}
+	return s.withWriteTx(ctx, "update org region", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE orgs SET time_zone = ?, country = ? WHERE org_id = ?`,
+			r.TimeZone, r.Country, orgID)
 		if err != nil {
 			return err
 		}

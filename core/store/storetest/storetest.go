@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}{
 		{"Orgs", orgTests()},
 		{"OrgLookup", lookupTests()},
+		{"OrgRegion", regionTests()},
 		{"Keys", keyTests()},
 		{"Calls", callTests()},
 		{"Events", eventTests()},
