@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -185,6 +186,7 @@ func plan(events []event.Parsed, now time.Time, newID func() string, m *planMemo
 			if s, moves := StateOf(e.Type); moves && s > w.State {
 				w.State = s
 			}
+			summarize(&w.Summary, e, at)
 			dk := dks[i]
 			// A request holds at most event.MaxBatch events: a scan of the call's kept ones is
 			// cheaper than a map.
@@ -216,8 +218,50 @@ func plan(events []event.Parsed, now time.Time, newID func() string, m *planMemo
 		w.BlockSequence = events[last].Event.Sequence
 		w.BlockAt = orderAt(last)
 		w.Direction = string(events[last].Event.Call.Direction)
+		describeBlock(&w.Summary, &events[last].Event)
 	}
 	return calls
+}
+
+// summarize folds what e, ordered at at, says toward its call's history row into s: the rules
+// are store.Summary's, so that a write's summary is the merge of its events'.
+func summarize(s *store.Summary, e *event.Event, at time.Time) {
+	switch e.Type {
+	case event.CallAnswered:
+		s.Flags |= store.FlagAnswered
+		if s.AnsweredAt.IsZero() || at.Before(s.AnsweredAt) {
+			s.AnsweredAt, s.AnsweredBy = at, e.AnsweredBy
+		}
+	case event.CallEnded, event.CallMissed:
+		if s.EndedAt.IsZero() || at.Before(s.EndedAt) {
+			s.EndedAt = at
+		}
+		switch {
+		case e.Disposition == event.DispositionVoicemail:
+			s.Flags |= store.FlagVoicemail
+		case e.Disposition == event.DispositionAnswered,
+			e.TalkTime != nil && *e.TalkTime > 0,
+			e.AnsweredElsewhere != nil && *e.AnsweredElsewhere:
+			s.Flags |= store.FlagAnswered
+		}
+	case event.CallRecorded:
+		s.Flags |= store.FlagRecorded
+	case event.CallTranscribed:
+		s.Flags |= store.FlagTranscribed
+	}
+}
+
+// describeBlock sets the parts of s that describe the call block of e, the write's latest event.
+func describeBlock(s *store.Summary, e *event.Event) {
+	s.FromKey, s.ToKey, s.FromExt, s.ToExt = "", "", "", ""
+	if p := e.Call.From; p != nil {
+		s.FromKey, s.FromExt = store.NumberKey(p.Number), p.Extension
+	}
+	if p := e.Call.To; p != nil {
+		s.ToKey, s.ToExt = store.NumberKey(p.Number), p.Extension
+	}
+	// Locations are validated strings; encoding them cannot fail.
+	s.Locations, _ = json.Marshal(e.EffectiveLocations())
 }
 
 // keptAt returns the position of the event with dedupe key dk among events, or -1.

@@ -214,6 +214,9 @@ type CallWrite struct {
 	// Clients is the JSON array of client-system matches found for this call, or nil when no
 	// lookup was made. A nil never erases stored matches; a non-nil value replaces them.
 	Clients json.RawMessage
+	// Summary is what the write's events say toward the call's history row; it merges into the
+	// stored one (see Summary).
+	Summary Summary
 	Events  []EventWrite
 }
 
@@ -282,8 +285,10 @@ type Call struct {
 	FirstAt        time.Time
 	LastAt         time.Time
 	Clients        json.RawMessage
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// Summary is the call's history row as merged from every write (see Summary).
+	Summary   Summary
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Event is a stored event.

@@ -47,24 +47,32 @@ const (
 const (
 	keyCheckAt1  = keyCheck1 + `$1` + keyCheck2 + `$2` + keyCheck3 + `$3` + keyCheck4
 	keyCheckAt5  = keyCheck1 + `$5` + keyCheck2 + `$6` + keyCheck3 + `$7` + keyCheck4
-	keyCheckAt14 = keyCheck1 + `$14` + keyCheck2 + `$15` + keyCheck3 + `$16` + keyCheck4
-	keyCheckAt24 = keyCheck1 + `$24` + keyCheck2 + `$25` + keyCheck3 + `$26` + keyCheck4
+	keyCheckAt23 = keyCheck1 + `$23` + keyCheck2 + `$24` + keyCheck3 + `$25` + keyCheck4
+	keyCheckAt33 = keyCheck1 + `$33` + keyCheck2 + `$34` + keyCheck3 + `$35` + keyCheck4
 )
 
-// checkedUpsertCallSQL is upsertCallSQL guarded by the key check ($14 client ID, $15 secret
-// hash, $16 time): the check runs once, before the row is formed, and raises CWK01 for a dead
+// checkedUpsertCallSQL is upsertCallSQL guarded by the key check ($23 client ID, $24 secret
+// hash, $25 time): the check runs once, before the row is formed, and raises CWK01 for a dead
 // key, which aborts the batch's transaction. It saves the batch a statement of its own.
 const checkedUpsertCallSQL = upsertCallInto + `
 SELECT ` + upsertCallValues + `
-WHERE ` + keyCheckAt14 + `
+WHERE ` + keyCheckAt23 + `
 ` + upsertCallConflict + `
 RETURNING id, xmax = 0, clients`
 
 const upsertCallInto = `
 INSERT INTO calls AS c (org_id, id, provider, provider_call_id, direction, state,
-	block, block_sequence, block_at, first_at, last_at, clients, created_at, updated_at)`
+	block, block_sequence, block_at, first_at, last_at, clients, created_at, updated_at,
+	answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations)`
 
-const upsertCallValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, now()), COALESCE($13, now())`
+// upsertCallValues are the parameters of upsertCallInto's columns: $1 organization, $2 id, $3
+// provider, $4 providerCallId, $5 direction, $6 state, $7 block, $8 block sequence, $9 block
+// time, $10 first and $11 last event time, $12 clients, $13 received time (NULL for the
+// database's clock), then the summary (store.Summary): $14 answered time, $15 answered by, $16
+// ended time, $17 flags, $18 and $19 the numbers' keys, $20 and $21 the extensions, $22
+// locations.
+const upsertCallValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, now()), COALESCE($13, now()),
+	$14, $15, $16, $17, $18, $19, $20, $21, $22`
 
 const upsertCallConflict = `ON CONFLICT (org_id, provider, provider_call_id) DO UPDATE SET
 	state = GREATEST(c.state, EXCLUDED.state),
@@ -79,7 +87,22 @@ const upsertCallConflict = `ON CONFLICT (org_id, provider, provider_call_id) DO 
 	first_at = LEAST(c.first_at, EXCLUDED.first_at),
 	last_at = GREATEST(c.last_at, EXCLUDED.last_at),
 	clients = COALESCE(EXCLUDED.clients, c.clients),
-	updated_at = EXCLUDED.updated_at`
+	updated_at = EXCLUDED.updated_at,
+	answered_by = CASE WHEN EXCLUDED.answered_at < c.answered_at OR c.answered_at IS NULL AND EXCLUDED.answered_at IS NOT NULL
+		THEN EXCLUDED.answered_by ELSE c.answered_by END,
+	answered_at = LEAST(c.answered_at, EXCLUDED.answered_at),
+	ended_at = LEAST(c.ended_at, EXCLUDED.ended_at),
+	flags = c.flags | EXCLUDED.flags,
+	from_key = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN EXCLUDED.from_key ELSE c.from_key END,
+	to_key = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN EXCLUDED.to_key ELSE c.to_key END,
+	from_ext = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN EXCLUDED.from_ext ELSE c.from_ext END,
+	to_ext = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN EXCLUDED.to_ext ELSE c.to_ext END,
+	locations = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN COALESCE(EXCLUDED.locations, c.locations) ELSE c.locations END`
 
 // insertEventsSQL appends the events not yet on file and returns the dedupe keys it stored. It
 // runs after upsertCallSQL in the same transaction, as its own statement: its snapshot is taken
@@ -545,7 +568,7 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 
 	b := &pgx.Batch{}
 	b.Queue(`SELECT id, direction, state, block, block_sequence, block_at, first_at, last_at, clients,
-			created_at, updated_at
+			created_at, updated_at, `+summaryColumns+`
 		FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3`,
 		orgID, provider, providerCallID)
 	b.Queue(`SELECT e.id, e.call_id, e.type, e.dedupe_key, e.sequence, COALESCE(e.provider_event_id, ''),
@@ -558,9 +581,13 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 
 	c := store.Call{OrgID: orgID, Provider: provider, ProviderCallID: providerCallID}
 	events := []store.Event{}
-	var state int16
-	readErr := br.QueryRow().Scan(&c.ID, &c.Direction, &state, rawJSON(&c.Block), &c.BlockSequence, &c.BlockAt,
-		&c.FirstAt, &c.LastAt, rawJSON(&c.Clients), &c.CreatedAt, &c.UpdatedAt)
+	var (
+		state int16
+		sum   summaryScan
+	)
+	readErr := br.QueryRow().Scan(append([]any{&c.ID, &c.Direction, &state, rawJSON(&c.Block), &c.BlockSequence, &c.BlockAt,
+		&c.FirstAt, &c.LastAt, rawJSON(&c.Clients), &c.CreatedAt, &c.UpdatedAt}, sum.dest()...)...)
+	c.Summary = sum.summary()
 	if readErr == nil {
 		rows, _ := br.Query()
 		var e store.Event
@@ -583,4 +610,33 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 	c.BlockAt, c.FirstAt, c.LastAt = utc(c.BlockAt), utc(c.FirstAt), utc(c.LastAt)
 	c.CreatedAt, c.UpdatedAt = utc(c.CreatedAt), utc(c.UpdatedAt)
 	return c, events, nil
+}
+
+// summaryColumns are the columns of a call's summary, in the order summaryScan.dest reads them.
+const summaryColumns = `answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations`
+
+// summaryScan receives summaryColumns.
+type summaryScan struct {
+	answeredAt, endedAt *time.Time
+	flags               int16
+	s                   store.Summary
+}
+
+// dest returns the scan destinations of summaryColumns.
+func (m *summaryScan) dest() []any {
+	return []any{&m.answeredAt, &m.s.AnsweredBy, &m.endedAt, &m.flags, &m.s.FromKey, &m.s.ToKey,
+		&m.s.FromExt, &m.s.ToExt, rawJSON(&m.s.Locations)}
+}
+
+// summary returns the summary scanned, its times in UTC.
+func (m *summaryScan) summary() store.Summary {
+	s := m.s
+	if m.answeredAt != nil {
+		s.AnsweredAt = m.answeredAt.UTC()
+	}
+	if m.endedAt != nil {
+		s.EndedAt = m.endedAt.UTC()
+	}
+	s.Flags = store.Flags(m.flags)
+	return s
 }

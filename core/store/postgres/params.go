@@ -244,6 +244,15 @@ func (p *params) timestamptz(t *time.Time) {
 	p.end(pgtype.TimestamptzOID)
 }
 
+// zeroNullTimestamptz writes t, or NULL when t is zero.
+func (p *params) zeroNullTimestamptz(t time.Time) {
+	if t.IsZero() {
+		p.null(pgtype.TimestamptzOID)
+		return
+	}
+	p.timestamptz(&t)
+}
+
 // microsSince2000 is t as PostgreSQL stores a timestamptz: microseconds since 2000-01-01 UTC,
 // the nanoseconds truncated (as pgx encodes it).
 func microsSince2000(t time.Time) int64 {
@@ -391,7 +400,7 @@ func eventSize(e *store.EventWrite) int {
 	return 96 + len(e.ID) + len(e.Type) + len(e.DedupeKey) + len(e.ProviderEventID) + len(e.Body)
 }
 
-// keyCheck writes the three parameters of the key check (keyCheckAt14 and the others): client
+// keyCheck writes the three parameters of the key check (keyCheckAt23 and the others): client
 // ID, secret hash, time.
 func (p *params) keyCheck(c *store.KeyCheck) {
 	p.text(c.ClientID)
@@ -416,7 +425,7 @@ func prepared(ctx context.Context, conn *pgxpool.Conn, p *params, name, sql, wha
 // upsertCall resets p for a write of the one call c whose parameters past the upsert's take
 // about extra bytes beside the events, and writes upsertCallSQL's thirteen parameters.
 func (p *params) upsertCall(w *store.Write, c *store.CallWrite, extra int) {
-	size := 256 + extra + len(w.OrgID) + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
+	size := 384 + extra + len(w.OrgID) + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients) + len(c.Summary.Locations)
 	for j := range c.Events {
 		size += eventSize(&c.Events[j])
 	}
@@ -435,4 +444,18 @@ func (p *params) upsertCall(w *store.Write, c *store.CallWrite, extra int) {
 	p.timestamptzAt(c.LastAt)
 	p.json(c.Clients)
 	p.timestamptz(nullTime(w.ReceivedAt))
+	p.summary(&c.Summary)
+}
+
+// summary writes the parameters of a call's summary (upsertCallValues' $14 to $22).
+func (p *params) summary(m *store.Summary) {
+	p.zeroNullTimestamptz(m.AnsweredAt)
+	p.text(m.AnsweredBy)
+	p.zeroNullTimestamptz(m.EndedAt)
+	p.int2(int16(m.Flags))
+	p.text(m.FromKey)
+	p.text(m.ToKey)
+	p.text(m.FromExt)
+	p.text(m.ToExt)
+	p.json(m.Locations)
 }

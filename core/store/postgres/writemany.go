@@ -37,21 +37,26 @@ var binaryParams = []int16{1}
 // $4 provider, $5 providerCallId, $6 direction, $7 state, $8 block, $9 block sequence, $10 block
 // time, $11 first and $12 last event time, $13 clients; events $14 provider and $15
 // providerCallId of their call, $16 id, $17 type, $18 dedupe key, $19 sequence, $20 provider
-// event id, $21 occurredAt, $22 order time, $23 body. checkedWriteManySQL adds the key check, $24
-// client ID, $25 secret hash, $26 time.
+// event id, $21 occurredAt, $22 order time, $23 body; the calls' summaries (store.Summary) $24
+// answered time, $25 answered by, $26 ended time, $27 flags, $28 and $29 the numbers' keys, $30
+// and $31 the extensions, $32 locations. checkedWriteManySQL adds the key check, $33 client ID,
+// $34 secret hash, $35 time.
 const writeManySQL = writeManyCalls + writeManyRest
 
 const checkedWriteManySQL = writeManyCalls + `
-	WHERE ` + keyCheckAt24 + writeManyRest
+	WHERE ` + keyCheckAt33 + writeManyRest
 
 const writeManyCalls = `
 WITH c AS (` + upsertCallInto + `
 	SELECT $1, u.id, u.provider, u.provider_call_id, u.direction, u.state, u.block, u.block_sequence,
-		u.block_at, u.first_at, u.last_at, u.clients, COALESCE(u.received_at, now()), COALESCE(u.received_at, now())
+		u.block_at, u.first_at, u.last_at, u.clients, COALESCE(u.received_at, now()), COALESCE(u.received_at, now()),
+		u.answered_at, u.answered_by, u.ended_at, u.flags, u.from_key, u.to_key, u.from_ext, u.to_ext, u.locations
 	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::smallint[], $8::json[], $9::bigint[],
-		$10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::json[], $2::timestamptz[])
+		$10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::json[], $2::timestamptz[],
+		$24::timestamptz[], $25::text[], $26::timestamptz[], $27::smallint[], $28::text[], $29::text[], $30::text[],
+		$31::text[], $32::json[])
 		AS u(id, provider, provider_call_id, direction, state, block, block_sequence, block_at, first_at, last_at, clients,
-			received_at)`
+			received_at, answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations)`
 
 const writeManyRest = `
 	` + upsertCallConflict + `
@@ -94,7 +99,9 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	for i := range w.Calls {
 		c := &w.Calls[i]
 		ne += len(c.Events)
-		size += 128 + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients)
+		size += 256 + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients) +
+			len(c.Summary.AnsweredBy) + len(c.Summary.FromKey) + len(c.Summary.ToKey) + len(c.Summary.FromExt) +
+			len(c.Summary.ToExt) + len(c.Summary.Locations)
 		for j := range c.Events {
 			size += eventSize(&c.Events[j]) + len(c.Provider) + len(c.ProviderCallID)
 		}
@@ -135,6 +142,15 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	p.textArray(ne, func(k int) string { return p.eventCalls[k].Provider })
 	p.textArray(ne, func(k int) string { return p.eventCalls[k].ProviderCallID })
 	p.eventArrays(ne, func(k int) *store.EventWrite { return p.events[k] })
+	p.nullTimestamptzArray(nc, func(k int) time.Time { return call(k).Summary.AnsweredAt })
+	p.textArray(nc, func(k int) string { return call(k).Summary.AnsweredBy })
+	p.nullTimestamptzArray(nc, func(k int) time.Time { return call(k).Summary.EndedAt })
+	p.int2Array(nc, func(k int) int16 { return int16(call(k).Summary.Flags) })
+	p.textArray(nc, func(k int) string { return call(k).Summary.FromKey })
+	p.textArray(nc, func(k int) string { return call(k).Summary.ToKey })
+	p.textArray(nc, func(k int) string { return call(k).Summary.FromExt })
+	p.textArray(nc, func(k int) string { return call(k).Summary.ToExt })
+	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Summary.Locations })
 	name, sql := writeManyName, writeManySQL
 	if w.Check != nil {
 		name, sql = checkedWriteManyName, checkedWriteManySQL

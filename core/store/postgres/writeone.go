@@ -40,7 +40,7 @@ const oneCallName = "callwire_write_one_"
 // as writeManySQL is: the call upserted as upsertCallSQL does (checkedUpsertCallSQL when
 // checked), then the events not on file appended to the call the upsert returned. It returns the
 // call's row (id, created, clients; key NULL) and a row per event it stored (its dedupe key; the
-// rest NULL). Parameters: upsertCallSQL's $1 to $13 (and the key check's $14 to $16), then eight
+// rest NULL). Parameters: upsertCallSQL's $1 to $22 (and the key check's $23 to $25), then eight
 // a row per event: id, type, dedupe key, sequence, provider event ID, occurredAt, order time,
 // body. Its one snapshot is taken before the upsert may
 // wait for another writer of the call; as with writeManySQL, the events' ON CONFLICT still sees
@@ -48,10 +48,10 @@ const oneCallName = "callwire_write_one_"
 func oneCallSQL(n int, checked bool) string {
 	var b strings.Builder
 	b.WriteString("\nWITH c AS (" + upsertCallInto)
-	first := 14
+	first := 23
 	if checked {
-		b.WriteString("\n\tSELECT " + upsertCallValues + "\n\tWHERE " + keyCheckAt14 + "\n\t")
-		first = 17
+		b.WriteString("\n\tSELECT " + upsertCallValues + "\n\tWHERE " + keyCheckAt23 + "\n\t")
+		first = 26
 	} else {
 		b.WriteString("\n\tVALUES (" + upsertCallValues + ")\n\t")
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/internal/writeq"
@@ -84,14 +85,15 @@ func checkedFindCallsSQL(n int) string { return withKeyCheck(findCallsSQL(n), "'
 func insertCallsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
-		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at) VALUES `)
+		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at,
+		answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations) VALUES `)
 	rowsSQL(&b, n, callColumns)
 	b.WriteString(` RETURNING call_no, provider, provider_call_id`)
 	return b.String()
 }
 
 // callColumns is the number of columns insertCallsSQL writes per call.
-const callColumns = 14
+const callColumns = 23
 
 // insertEventsSQL appends n events, each unless its dedupe key is on file, and returns the call's
 // number, the dedupe key and the ID of each stored.
@@ -125,7 +127,17 @@ const (
 		first_at = min(first_at, ?6),
 		last_at = max(last_at, ?7),
 		clients = coalesce(?8, clients),
-		updated_at = ?9
+		updated_at = ?9,
+		answered_by = CASE WHEN ?12 < answered_at OR (answered_at IS NULL AND ?12 IS NOT NULL) THEN ?13 ELSE answered_by END,
+		answered_at = coalesce(min(answered_at, ?12), answered_at, ?12),
+		ended_at = coalesce(min(ended_at, ?14), ended_at, ?14),
+		flags = flags | ?15,
+		from_key = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?16 ELSE from_key END,
+		to_key = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?17 ELSE to_key END,
+		from_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?18 ELSE from_ext END,
+		to_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?19 ELSE to_ext END,
+		locations = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN coalesce(?20, locations)
+			ELSE locations END
 		WHERE org_id = ?10 AND call_no = ?11
 		RETURNING clients`
 
@@ -260,7 +272,9 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 		}
 		err := st.get(st.src.updateCall).QueryRowContext(ctx, int64(c.State), c.BlockSequence, encTime(c.BlockAt),
 			c.Direction, jsonArg(c.Block), encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients),
-			received, w.OrgID, nos[i]).Scan(jsonCol{(*[]byte)(&res.Clients)})
+			received, w.OrgID, nos[i], encZeroNull(c.Summary.AnsweredAt), c.Summary.AnsweredBy,
+			encZeroNull(c.Summary.EndedAt), int64(c.Summary.Flags), c.Summary.FromKey, c.Summary.ToKey,
+			c.Summary.FromExt, c.Summary.ToExt, jsonArg(c.Summary.Locations)).Scan(jsonCol{(*[]byte)(&res.Clients)})
 		if err != nil {
 			return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
 		}
@@ -338,7 +352,10 @@ func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int,
 			c := &w.Calls[i]
 			args = append(args, w.OrgID, results[i].ID, c.Provider, c.ProviderCallID, c.Direction,
 				int64(c.State), jsonArg(c.Block), c.BlockSequence, encTime(c.BlockAt),
-				encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received)
+				encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received,
+				encZeroNull(c.Summary.AnsweredAt), c.Summary.AnsweredBy, encZeroNull(c.Summary.EndedAt),
+				int64(c.Summary.Flags), c.Summary.FromKey, c.Summary.ToKey, c.Summary.FromExt, c.Summary.ToExt,
+				jsonArg(c.Summary.Locations))
 		}
 		if err := numberCalls(ctx, st.get(st.src.insertCalls[k]), args, w, run, nos); err != nil {
 			c := &w.Calls[run[0]]
@@ -534,13 +551,17 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 	defer func() { _ = tx.Rollback() }()
 
 	c := store.Call{OrgID: orgID, Provider: provider, ProviderCallID: providerCallID}
-	var state, no int64
+	var (
+		state, no int64
+		sum       summaryScan
+	)
 	err = tx.QueryRowContext(ctx, `SELECT call_no, call_id, direction, state, block, block_seq, block_at,
-		first_at, last_at, clients, created_at, updated_at
+		first_at, last_at, clients, created_at, updated_at, `+summaryColumns+`
 		FROM calls WHERE org_id = ? AND provider = ? AND provider_call_id = ?`,
-		orgID, provider, providerCallID).Scan(&no, &c.ID, &c.Direction, &state, jsonCol{(*[]byte)(&c.Block)},
+		orgID, provider, providerCallID).Scan(append([]any{&no, &c.ID, &c.Direction, &state, jsonCol{(*[]byte)(&c.Block)},
 		&c.BlockSequence, timeCol{&c.BlockAt}, timeCol{&c.FirstAt}, timeCol{&c.LastAt},
-		jsonCol{(*[]byte)(&c.Clients)}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt})
+		jsonCol{(*[]byte)(&c.Clients)}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}}, sum.dest()...)...)
+	c.Summary = sum.summary()
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Call{}, nil, fmt.Errorf("sqlite: get call %s/%s: %w", provider, providerCallID, store.ErrNotFound)
 	}
@@ -697,4 +718,41 @@ func (s *Store) checkKeyRead(ctx context.Context, check *store.KeyCheck) error {
 		return store.ErrKeyRejected
 	}
 	return err
+}
+
+// encZeroNull returns t as stored, or NULL for the zero time.
+func encZeroNull(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return encTime(t)
+}
+
+// summaryColumns are the columns of a call's summary, in the order summaryScan.dest reads them.
+const summaryColumns = `answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations`
+
+// summaryScan receives summaryColumns.
+type summaryScan struct {
+	answeredAt, endedAt *time.Time
+	flags               int64
+	s                   store.Summary
+}
+
+// dest returns the scan destinations of summaryColumns.
+func (m *summaryScan) dest() []any {
+	return []any{timePtrCol{&m.answeredAt}, &m.s.AnsweredBy, timePtrCol{&m.endedAt}, &m.flags, &m.s.FromKey,
+		&m.s.ToKey, &m.s.FromExt, &m.s.ToExt, jsonCol{(*[]byte)(&m.s.Locations)}}
+}
+
+// summary returns the summary scanned.
+func (m *summaryScan) summary() store.Summary {
+	s := m.s
+	if m.answeredAt != nil {
+		s.AnsweredAt = *m.answeredAt
+	}
+	if m.endedAt != nil {
+		s.EndedAt = *m.endedAt
+	}
+	s.Flags = store.Flags(m.flags)
+	return s
 }

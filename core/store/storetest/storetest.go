@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"OrgRegion", regionTests()},
 		{"Keys", keyTests()},
 		{"Calls", callTests()},
+		{"Summary", summaryTests()},
 		{"Events", eventTests()},
 		{"Isolation", isolationTests()},
 		{"Atomicity", atomicityTests()},
