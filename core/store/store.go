@@ -273,7 +273,10 @@ type Ringing struct {
 
 // Call is a stored call record.
 type Call struct {
-	ID             string
+	ID string
+	// No numbers the organization's calls in the order the store created them; it means nothing
+	// outside the store, and breaks ties between calls that started at the same instant.
+	No             int64
 	OrgID          string
 	Provider       string
 	ProviderCallID string
@@ -329,6 +332,16 @@ type Store interface {
 	// GetCall returns the call and its events ordered by (sequence, OrderAt, ReceivedAt, ID), or
 	// ErrNotFound.
 	GetCall(ctx context.Context, orgID, provider, providerCallID string) (Call, []Event, error)
+	// GetCallByID is GetCall for the call whose ID is id: ErrNotFound when the organization has
+	// no such call, whether or not another organization has.
+	GetCallByID(ctx context.Context, orgID, id string) (Call, []Event, error)
+	// ListCalls returns up to limit (1 to MaxListLimit) of the organization's calls that f
+	// selects, each with its events, newest first: by start (FirstAt) descending, then by No
+	// descending. With after not nil it returns only calls strictly after that position in this
+	// order, so that walking the pages with the last call's Position sees every selected call
+	// once, however many calls are created meanwhile (they start later, or have a greater No).
+	// An f that fails Validate, or a limit out of range, is an error wrapping ErrInvalid.
+	ListCalls(ctx context.Context, orgID string, f CallFilter, after *CallPosition, limit int) ([]CallRecord, error)
 
 	// CreateOrg stores a new organization, its Lookup and Region included; ErrConflict if the
 	// ID exists, an error wrapping ErrInvalid if o.Region.Validate fails.

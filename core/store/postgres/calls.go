@@ -567,7 +567,7 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 	defer conn.Release()
 
 	b := &pgx.Batch{}
-	b.Queue(`SELECT id, direction, state, block, block_sequence, block_at, first_at, last_at, clients,
+	b.Queue(`SELECT call_no, id, direction, state, block, block_sequence, block_at, first_at, last_at, clients,
 			created_at, updated_at, `+summaryColumns+`
 		FROM calls WHERE org_id = $1 AND provider = $2 AND provider_call_id = $3`,
 		orgID, provider, providerCallID)
@@ -585,7 +585,7 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 		state int16
 		sum   summaryScan
 	)
-	readErr := br.QueryRow().Scan(append([]any{&c.ID, &c.Direction, &state, rawJSON(&c.Block), &c.BlockSequence, &c.BlockAt,
+	readErr := br.QueryRow().Scan(append([]any{&c.No, &c.ID, &c.Direction, &state, rawJSON(&c.Block), &c.BlockSequence, &c.BlockAt,
 		&c.FirstAt, &c.LastAt, rawJSON(&c.Clients), &c.CreatedAt, &c.UpdatedAt}, sum.dest()...)...)
 	c.Summary = sum.summary()
 	if readErr == nil {

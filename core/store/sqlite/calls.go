@@ -568,7 +568,7 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 	if err != nil {
 		return store.Call{}, nil, wrapErr(ctx, "get call", err)
 	}
-	c.State = store.State(state)
+	c.State, c.No = store.State(state), no
 
 	rows, err := tx.QueryContext(ctx, `SELECT event_id, type, dedupe_key, sequence, provider_event_id,
 		occurred_at, order_at, received_at, body

@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Keys", keyTests()},
 		{"Calls", callTests()},
 		{"Summary", summaryTests()},
+		{"History", historyTests()},
 		{"Events", eventTests()},
 		{"Isolation", isolationTests()},
 		{"Atomicity", atomicityTests()},
