@@ -15,6 +15,9 @@ const (
 	ScopeCallsEvents = "org.calls.events"
 	// ScopePopupsRead allows reading the front-desk popup stream.
 	ScopePopupsRead = "org.popups.read"
+	// ScopeCallsRead allows reading the organization's call history: the list, a call with its
+	// events, and the CSV export.
+	ScopeCallsRead = "org.calls.read"
 )
 
 // EventScope returns the scope that allows reporting events of one type:
@@ -24,17 +27,17 @@ func EventScope(eventType string) string {
 }
 
 // ValidScope reports whether s is a scope a key may be given: ScopeCallsEvents, EventScope of one
-// of the nine event types of sdk/event, or ScopePopupsRead.
+// of the nine event types of sdk/event, ScopePopupsRead or ScopeCallsRead.
 func ValidScope(s string) error {
 	switch s {
-	case ScopeCallsEvents, ScopePopupsRead:
+	case ScopeCallsEvents, ScopePopupsRead, ScopeCallsRead:
 		return nil
 	}
 	if t, ok := strings.CutPrefix(s, ScopeCallsEvents+"."); ok && event.Type(t).Valid() {
 		return nil
 	}
-	return fmt.Errorf("unknown scope %q: want %s, %s.<event type> or %s",
-		s, ScopeCallsEvents, ScopeCallsEvents, ScopePopupsRead)
+	return fmt.Errorf("unknown scope %q: want %s, %s.<event type>, %s or %s",
+		s, ScopeCallsEvents, ScopeCallsEvents, ScopePopupsRead, ScopeCallsRead)
 }
 
 // Allows reports whether the principal holds scope, directly or through a wildcard:

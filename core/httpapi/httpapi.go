@@ -88,7 +88,11 @@ type Options struct {
 	// Heartbeat is how often an idle popup stream sends a comment line, and how often a stream
 	// re-reads its key so that a revoked key's stream ends. Default 15s.
 	Heartbeat time.Duration
-	// StreamContext is the parent of every popup stream, which outlives its request. Cancel it
+	// History serves the call history (GET /api/v1/calls, /api/v1/calls/{id}); nil leaves it
+	// unserved (404).
+	History History
+	// StreamContext is the parent of every popup stream and CSV export, which outlive their
+	// request. Cancel it
 	// when shutdown begins, so that open streams end and the shutdown does not wait for them;
 	// nil means BaseContext.
 	StreamContext context.Context
@@ -191,6 +195,11 @@ func New(o Options) (*fiber.App, error) {
 		c.Set(fiber.HeaderAllow, fiber.MethodPost)
 		return fiber.NewError(fiber.StatusMethodNotAllowed, "use POST to submit call events")
 	})
+	// After the events path, so that GET /api/v1/calls/events stays a 405, not a call's id.
+	if o.History != nil {
+		app.Get(CallsPath, a.listCalls)
+		app.Get(CallsPath+"/:id", a.getCall)
+	}
 	a.routes = map[string]string{}
 	for _, r := range app.GetRoutes(true) {
 		if !strings.ContainsAny(r.Path, ":*+") {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
+	"github.com/callwire/callwire/core/history"
 	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/lookup"
@@ -182,6 +183,10 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 	}()
 	// A broker that can be down (Redis) is named in /readyz and gates the popup stream.
 	health, _ := broker.(httpapi.BrokerHealth)
+	hist, err := history.New(o.Store)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	app, err := httpapi.New(httpapi.Options{
 		Auth:           authn,
 		Ingest:         svc,
@@ -198,6 +203,7 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 		IdleTimeout:    c.Server.IdleTimeout,
 		RetryAfter:     c.Server.RetryAfter,
 		Popups:         broker,
+		History:        hist,
 		Heartbeat:      c.Popups.Heartbeat,
 		StreamContext:  streams,
 	})
