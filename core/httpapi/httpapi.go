@@ -37,6 +37,9 @@ import (
 // EventsPath is the one write endpoint.
 const EventsPath = "/api/v1/calls/events"
 
+// OpenAPIPath serves the API's OpenAPI document.
+const OpenAPIPath = "/api/v1/openapi.yaml"
+
 // TraceHeader carries the request's trace id on every response.
 const TraceHeader = "X-Trace-ID"
 
@@ -88,6 +91,8 @@ type Options struct {
 	// Heartbeat is how often an idle popup stream sends a comment line, and how often a stream
 	// re-reads its key so that a revoked key's stream ends. Default 15s.
 	Heartbeat time.Duration
+	// OpenAPI, when not nil, is served at OpenAPIPath as application/yaml.
+	OpenAPI []byte
 	// History serves the call history (GET /api/v1/calls, /api/v1/calls/{id}); nil leaves it
 	// unserved (404).
 	History History
@@ -185,6 +190,13 @@ func New(o Options) (*fiber.App, error) {
 		if err := a.serveDesk(app); err != nil {
 			return nil, err
 		}
+	}
+	if o.OpenAPI != nil {
+		doc := o.OpenAPI
+		app.Get(OpenAPIPath, func(c *fiber.Ctx) error {
+			c.Set(fiber.HeaderContentType, "application/yaml")
+			return c.Send(doc)
+		})
 	}
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", a.readyz)

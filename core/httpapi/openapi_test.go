@@ -327,7 +327,7 @@ func TestOpenAPIStatusesServed(t *testing.T) {
 		{name: "readyz failing", method: "GET", path: "/readyz", ready: errors.New("down"), want: 503},
 		{name: "readyz broker degraded", method: "GET", path: "/readyz", broker: brokerState(false), want: 200},
 		{name: "metrics", method: "GET", path: "/metrics", want: 200},
-		{name: "no such path", method: "GET", path: "/api/v1/calls", want: 404, documentedAt: "-"},
+		{name: "no such path", method: "GET", path: "/api/v1/clinics", want: 404, documentedAt: "-"},
 		{name: "stream", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{p: desk}, want: 200},
 		{name: "stream bad locations", method: "GET", path: httpapi.PopupsStreamPath + "?locations=A", auth: fakeAuth{p: desk}, want: 400},
 		{name: "stream unauthenticated", method: "GET", path: httpapi.PopupsStreamPath, auth: fakeAuth{err: &auth.Error{Kind: auth.KindUnauthenticated, Message: "no"}}, want: 401},

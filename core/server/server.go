@@ -27,6 +27,7 @@ import (
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres"
 	"github.com/callwire/callwire/core/store/sqlite"
+	apidoc "github.com/callwire/callwire/docs/api"
 	"github.com/callwire/callwire/internal/logging"
 )
 
@@ -204,6 +205,7 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 		RetryAfter:     c.Server.RetryAfter,
 		Popups:         broker,
 		History:        hist,
+		OpenAPI:        apidoc.OpenAPI(),
 		Heartbeat:      c.Popups.Heartbeat,
 		StreamContext:  streams,
 	})
