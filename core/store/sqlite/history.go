@@ -136,7 +136,13 @@ func listCallsSQL(orgID string, f store.CallFilter, after *store.CallPosition, l
 		return "?"
 	}
 	var b strings.Builder
-	b.WriteString(`SELECT ` + historyColumns + ` FROM calls c WHERE c.org_id = ?`)
+	if f.Number != nil {
+		// The unary + keeps SQLite from walking the list's index (see the number below): the
+		// calls are then read by their numbers, and sorted.
+		b.WriteString(`SELECT ` + historyColumns + ` FROM calls c WHERE +c.org_id = ?`)
+	} else {
+		b.WriteString(`SELECT ` + historyColumns + ` FROM calls c WHERE c.org_id = ?`)
+	}
 	if !f.From.IsZero() {
 		b.WriteString(` AND c.first_at >= ` + arg(encTime(f.From)))
 	}
@@ -161,13 +167,19 @@ func listCallsSQL(orgID string, f store.CallFilter, after *store.CallPosition, l
 		b.WriteString(` AND (` + strings.Join(ors, " OR ") + `)`)
 	}
 	if m := f.Number; m != nil {
+		// As a set of call numbers read through each number index: written as an OR over the
+		// row, SQLite without statistics walks the list's index instead, reading every call of
+		// the organization.
+		from, to := `c2.from_key = ?`, `c2.to_key = ?`
+		keyArgs := []any{m.Key}
 		if m.Trailing {
-			lo, hi := m.Key, m.Key+":"
-			b.WriteString(` AND ((c.from_key >= ` + arg(lo) + ` AND c.from_key < ` + arg(hi) + `) OR (c.to_key >= ` +
-				arg(lo) + ` AND c.to_key < ` + arg(hi) + `))`)
-		} else {
-			b.WriteString(` AND (c.from_key = ` + arg(m.Key) + ` OR c.to_key = ` + arg(m.Key) + `)`)
+			from, to = `c2.from_key >= ? AND c2.from_key < ?`, `c2.to_key >= ? AND c2.to_key < ?`
+			keyArgs = []any{m.Key, m.Key + ":"}
 		}
+		b.WriteString(` AND c.call_no IN (SELECT c2.call_no FROM calls c2 WHERE c2.org_id = ` + arg(orgID) + ` AND ` + from)
+		args = append(args, keyArgs...)
+		b.WriteString(` UNION SELECT c2.call_no FROM calls c2 WHERE c2.org_id = ` + arg(orgID) + ` AND ` + to + `)`)
+		args = append(args, keyArgs...)
 	}
 	if x := f.Extension; x != "" {
 		b.WriteString(` AND (c.from_ext = ` + arg(x) + ` OR c.to_ext = ` + arg(x) + ` OR c.answered_by = ` + arg(x) + `)`)

@@ -4,6 +4,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/callwire/callwire/core/store"
 )
 
 // TestHotStatementsSearchTheirIndexes: every statement of the write path and of the ring's read,
@@ -59,4 +62,65 @@ func TestHotStatementsSearchTheirIndexes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHistoryReadsSearchTheirIndexes asks SQLite how it plans the call history's reads: each
+// must search the index made for it (migration 5), never scan the calls. docs/history.md shows
+// these plans; run with -v to print them.
+func TestHistoryReadsSearchTheirIndexes(t *testing.T) {
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "plans.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		f     store.CallFilter
+		after *store.CallPosition
+		index string
+	}{
+		{"first page", store.CallFilter{}, nil, "calls_started_idx"},
+		{"a later page", store.CallFilter{}, &store.CallPosition{StartedAt: at, No: 7}, "calls_started_idx"},
+		{"a day", store.CallFilter{From: at, Until: at.Add(24 * time.Hour)}, nil, "calls_started_idx"},
+		{"missed calls", store.CallFilter{Outcomes: []string{store.OutcomeMissed}}, nil, "calls_started_idx"},
+		{"a number", store.CallFilter{Number: &store.NumberMatch{Key: store.NumberKey("+15550100120")}}, nil, "calls_from_idx"},
+		{"trailing digits", store.CallFilter{Number: &store.NumberMatch{Key: "0210", Trailing: true}}, nil, "calls_to_idx"},
+	} {
+		q, args := listCallsSQL("org", tc.f, tc.after, 51)
+		plan := queryPlan(t, s, q, args...)
+		t.Logf("%s: %s", tc.name, plan)
+		if !strings.Contains(plan, tc.index) || strings.Contains(plan, "SCAN c") ||
+			tc.f.Number != nil && !strings.HasPrefix(plan, "SEARCH c USING INTEGER PRIMARY KEY") {
+			t.Errorf("%s does not search %s: %s", tc.name, tc.index, plan)
+		}
+	}
+	plan := queryPlan(t, s, `SELECT `+historyColumns+` FROM calls c WHERE c.org_id = ? AND c.call_id = ?`, "org", "x")
+	t.Logf("a call by its id: %s", plan)
+	if !strings.Contains(plan, "calls_id_idx") {
+		t.Errorf("a call by its id does not search calls_id_idx: %s", plan)
+	}
+}
+
+// queryPlan returns SQLite's plan of q, its steps joined by "; ".
+func queryPlan(t *testing.T, s *Store, q string, args ...any) string {
+	t.Helper()
+	rows, err := s.reader.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var steps []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, detail)
+	}
+	return strings.Join(steps, "; ")
 }
