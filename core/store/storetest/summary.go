@@ -81,6 +81,19 @@ func summaryTests() []contractTest {
 			}
 			check(t, s, org, "every write three times")
 		}},
+		contractTest{"OneWriteOfEveryEvent", func(t *testing.T, s store.Store) {
+			// Five events in one write: more than a store may send as one statement's rows.
+			org := newOrg(t, s)
+			var evs []store.EventWrite
+			for _, c := range writes() {
+				evs = append(evs, c.Events...)
+			}
+			c := cw("sip", "sum-1", store.StateEnded, evs...)
+			c.Summary = want
+			write(t, s, store.Write{OrgID: org, ReceivedAt: at(20), Calls: []store.CallWrite{c}})
+			write(t, s, refresh(store.Write{OrgID: org, ReceivedAt: at(21), Calls: []store.CallWrite{c}}))
+			check(t, s, org, "one write of every event, and its resend")
+		}},
 		contractTest{"NothingSaidIsZero", func(t *testing.T, s store.Store) {
 			org := newOrg(t, s)
 			c := cw("sip", "bare", store.StateRinging, ev("call_received", 1, at(1)))
