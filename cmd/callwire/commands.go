@@ -311,13 +311,16 @@ func newOrgs() *cobra.Command {
 					return writeJSON(cmd.OutOrStdout(), out)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tCREATED\tLOOKUP")
+				fmt.Fprintln(tw, "ID\tNAME\tCREATED\tLOOKUP\tTIMEZONE\tCOUNTRY")
 				for _, o := range out {
-					lookup := "no"
+					lookup, country := "no", o.Country
 					if o.Lookup != nil {
 						lookup = "yes"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.ID, o.Name, o.CreatedAt.Format(time.RFC3339), lookup)
+					if country == "" {
+						country = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.ID, o.Name, o.CreatedAt.Format(time.RFC3339), lookup, o.TimeZone, country)
 				}
 				return tw.Flush()
 			})

@@ -42,6 +42,10 @@ func orgRegion(t *testing.T, c *cli) {
 	if o.TimeZone != "UTC" || o.Country != "" || o.Lookup == nil {
 		t.Errorf("after clearing both: %+v, want UTC, no country, the lookup kept", o)
 	}
+	c.ok("orgs", "update", org, "--timezone", "Asia/Tokyo", "--country", "JP")
+	if text := c.ok("orgs", "list"); !strings.Contains(text, "TIMEZONE") || !strings.Contains(text, "Asia/Tokyo") || !strings.Contains(text, "JP") {
+		t.Errorf("orgs list text: %s", text)
+	}
 	if _, errOut, code := c.run("orgs", "update", "no-such-org", "--timezone", "Europe/London"); code != 1 || !strings.Contains(errOut, "no-such-org") {
 		t.Errorf("unknown organization: exit %d, %s", code, errOut)
 	}
