@@ -79,3 +79,15 @@ type CallRecord struct {
 
 // MaxListLimit is the most calls one ListCalls returns.
 const MaxListLimit = 1000
+
+// CheckList reports why a ListCalls of f and limit is refused, wrapping ErrInvalid, or nil: every
+// implementation refuses the same arguments.
+func CheckList(f CallFilter, limit int) error {
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return fmt.Errorf("%w: limit %d is not 1 to %d", ErrInvalid, limit, MaxListLimit)
+	}
+	return nil
+}

@@ -112,11 +112,8 @@ func (s *Store) GetCallByID(ctx context.Context, orgID, id string) (store.Call, 
 // its events, read in one snapshot: the calls through calls_started_idx walked backwards (or a
 // number index, when f.Number is set), then their events in one query. See store.Store.
 func (s *Store) ListCalls(ctx context.Context, orgID string, f store.CallFilter, after *store.CallPosition, limit int) ([]store.CallRecord, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("postgres: list calls: %w: %w", store.ErrInvalid, err)
-	}
-	if limit < 1 || limit > store.MaxListLimit {
-		return nil, fmt.Errorf("postgres: list calls: %w: limit %d is not 1 to %d", store.ErrInvalid, limit, store.MaxListLimit)
+	if err := store.CheckList(f, limit); err != nil {
+		return nil, fmt.Errorf("postgres: list calls: %w", err)
 	}
 	q, args := listCallsSQL(orgID, f, after, limit)
 	conn, err := s.acquire(ctx)

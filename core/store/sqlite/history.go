@@ -96,11 +96,8 @@ func (s *Store) GetCallByID(ctx context.Context, orgID, id string) (store.Call, 
 // ListCalls returns a page of the organization's calls that f selects, newest first, each with
 // its events, read from one snapshot. See store.Store.
 func (s *Store) ListCalls(ctx context.Context, orgID string, f store.CallFilter, after *store.CallPosition, limit int) ([]store.CallRecord, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("sqlite: list calls: %w: %w", store.ErrInvalid, err)
-	}
-	if limit < 1 || limit > store.MaxListLimit {
-		return nil, fmt.Errorf("sqlite: list calls: %w: limit %d is not 1 to %d", store.ErrInvalid, limit, store.MaxListLimit)
+	if err := store.CheckList(f, limit); err != nil {
+		return nil, fmt.Errorf("sqlite: list calls: %w", err)
 	}
 	q, args := listCallsSQL(orgID, f, after, limit)
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
