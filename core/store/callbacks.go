@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -248,4 +249,92 @@ func CallbackNumber(party json.RawMessage) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// MaxCallbackLimit is the most items one ListCallbacks returns.
+const MaxCallbackLimit = 500
+
+// CallbackFilter selects items of an organization's to-call-back list.
+type CallbackFilter struct {
+	// Open selects the open items when true, the closed ones when false.
+	Open bool
+	// Location, when not "", must be one of the item's locations.
+	Location string
+}
+
+// CallbackPosition is an item's place in the list's order, newest miss first: by LastMissedAt
+// descending, then by Number descending.
+type CallbackPosition struct {
+	LastMissedAt time.Time
+	Number       string
+}
+
+// Position returns cb's place in the list's order.
+func (cb Callback) Position() CallbackPosition {
+	return CallbackPosition{LastMissedAt: cb.LastMissedAt, Number: cb.Number}
+}
+
+// CallbackStore is the to-call-back list's part of a store. Its items are kept up to date by
+// WriteCalls, in the same transaction as the calls they rest on: after a write, each number the
+// write's calls are from (inbound) or placed to (outbound, internal) has the item CallbackOf
+// gives for every call of it on file and every dismissal of it, and the organization's
+// setting.
+type CallbackStore interface {
+	// ListCallbacks returns up to limit (1 to MaxCallbackLimit) of the organization's items
+	// that f selects, in the list's order (see CallbackPosition); with after not nil, only
+	// those strictly after it. A limit out of range is an error wrapping ErrInvalid.
+	ListCallbacks(ctx context.Context, orgID string, f CallbackFilter, after *CallbackPosition, limit int) ([]Callback, error)
+	// DismissCallback closes the organization's open item of number at time at, naming the
+	// extension that closed it ("" for none), and returns the item as closed. ErrNotFound
+	// when the number has no open item. A miss that starts after at opens a new item.
+	DismissCallback(ctx context.Context, orgID, number string, at time.Time, extension string) (Callback, error)
+	// CallbackNeedsAnswer reports the organization's setting: whether an outbound or internal
+	// call settles an item only when it was answered. False for an organization that never
+	// set it; ErrNotFound when there is no such organization.
+	CallbackNeedsAnswer(ctx context.Context, orgID string) (bool, error)
+	// SetCallbackNeedsAnswer changes that setting and recomputes the organization's items
+	// under it, in one transaction; ErrNotFound when there is no such organization.
+	SetCallbackNeedsAnswer(ctx context.Context, orgID string, needsAnswer bool) error
+}
+
+// CallbackParty returns the number a call with this direction and block counts toward on the
+// to-call-back list (see CallbackNumber): an inbound call's caller ("from"), an outbound or
+// internal call's callee ("to"); false for none.
+func CallbackParty(direction string, block json.RawMessage) (string, bool) {
+	var b struct {
+		From json.RawMessage `json:"from"`
+		To   json.RawMessage `json:"to"`
+	}
+	if len(block) == 0 || json.Unmarshal(block, &b) != nil {
+		return "", false
+	}
+	if direction == "inbound" {
+		return CallbackNumber(b.From)
+	}
+	return CallbackNumber(b.To)
+}
+
+// CallbackCallOf returns what the to-call-back list reads of a stored call: its summary, its
+// start, and as Name the name of the first client the caller lookup matched ("" for none).
+func CallbackCallOf(c Call) CallbackCall {
+	cc := CallbackCall{
+		ID: c.ID, Inbound: c.Direction == "inbound", State: c.State, StartedAt: c.FirstAt,
+		AnsweredAt: c.Summary.AnsweredAt, AnsweredBy: c.Summary.AnsweredBy, FromExt: c.Summary.FromExt,
+		Flags: c.Summary.Flags,
+	}
+	if len(c.Summary.Locations) > 0 {
+		_ = json.Unmarshal(c.Summary.Locations, &cc.Locations) // a stored array; none when not
+	}
+	var clients []struct {
+		Name string `json:"name"`
+	}
+	if len(c.Clients) > 0 && json.Unmarshal(c.Clients, &clients) == nil {
+		for _, cl := range clients {
+			if cl.Name != "" {
+				cc.Name = cl.Name
+				break
+			}
+		}
+	}
+	return cc
 }

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Concurrency", concurrencyTests()},
 		{"KeyCheck", keyCheckTests()},
 		{"Ringing", ringingTests()},
+		{"Callbacks", callbackTests()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,282 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/callwire/callwire/core/store"
+)
+
+// querier is what the to-call-back upkeep runs its statements on: a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// upkeepCallbacks brings the to-call-back items of the numbers the calls nos count toward up to
+// date, in the write's transaction: for each call it reads the stored direction and block and
+// files the call under its number (calls.cb_number), and then recomputes the item of every
+// number a call was filed under before or after (store.CallbackOf over the number's calls and
+// dismissals). It runs one statement per call, one more for a call whose number changed, and,
+// when any call has a number, one for the organization's setting and three per number.
+func upkeepCallbacks(ctx context.Context, q querier, orgID string, nos []int64) error {
+	numbers := make(map[string]bool)
+	seen := make(map[int64]bool, len(nos))
+	for _, no := range nos {
+		if seen[no] {
+			continue // a call the write names twice
+		}
+		seen[no] = true
+		var (
+			dir   string
+			block []byte
+			cur   sql.NullString
+		)
+		err := q.QueryRowContext(ctx, `SELECT direction, block, cb_number FROM calls WHERE org_id = ? AND call_no = ?`,
+			orgID, no).Scan(&dir, jsonCol{&block}, &cur)
+		if err != nil {
+			return fmt.Errorf("callbacks: read call: %w", err)
+		}
+		n, ok := store.CallbackParty(dir, block)
+		if cur.Valid {
+			numbers[cur.String] = true
+		}
+		if ok {
+			numbers[n] = true
+		}
+		if ok != cur.Valid || n != cur.String {
+			var arg any
+			if ok {
+				arg = n
+			}
+			if _, err := q.ExecContext(ctx, `UPDATE calls SET cb_number = ? WHERE org_id = ? AND call_no = ?`,
+				arg, orgID, no); err != nil {
+				return fmt.Errorf("callbacks: file call: %w", err)
+			}
+		}
+	}
+	if len(numbers) == 0 {
+		return nil
+	}
+	var needsAnswer bool
+	if err := q.QueryRowContext(ctx, `SELECT callback_needs_answer FROM orgs WHERE org_id = ?`, orgID).Scan(&needsAnswer); err != nil {
+		return fmt.Errorf("callbacks: read setting: %w", err)
+	}
+	sorted := make([]string, 0, len(numbers))
+	for n := range numbers {
+		sorted = append(sorted, n)
+	}
+	slices.Sort(sorted)
+	for _, n := range sorted {
+		if err := recomputeCallback(ctx, q, orgID, n, needsAnswer); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recomputeCallback rewrites number's item from its calls and dismissals: three statements.
+func recomputeCallback(ctx context.Context, q querier, orgID, number string, needsAnswer bool) error {
+	rows, err := q.QueryContext(ctx, `SELECT call_id, direction, state, first_at, clients, `+summaryColumns+`
+		FROM calls WHERE org_id = ? AND cb_number = ?`, orgID, number)
+	if err != nil {
+		return fmt.Errorf("callbacks: read calls: %w", err)
+	}
+	calls, err := collect(rows, func(r interface{ Scan(...any) error }) (store.CallbackCall, error) {
+		var (
+			c     store.Call
+			state int64
+			m     summaryScan
+		)
+		dest := append([]any{&c.ID, &c.Direction, &state, timeCol{&c.FirstAt}, jsonCol{(*[]byte)(&c.Clients)}}, m.dest()...)
+		if err := r.Scan(dest...); err != nil {
+			return store.CallbackCall{}, err
+		}
+		c.State, c.Summary = store.State(state), m.summary()
+		return store.CallbackCallOf(c), nil
+	})
+	if err != nil {
+		return fmt.Errorf("callbacks: read calls: %w", err)
+	}
+	rows, err = q.QueryContext(ctx, `SELECT at, extension FROM callback_dismissals WHERE org_id = ? AND number = ?`, orgID, number)
+	if err != nil {
+		return fmt.Errorf("callbacks: read dismissals: %w", err)
+	}
+	dismissals, err := collect(rows, func(r interface{ Scan(...any) error }) (store.CallbackDismissal, error) {
+		var d store.CallbackDismissal
+		return d, r.Scan(timeCol{&d.At}, &d.Extension)
+	})
+	if err != nil {
+		return fmt.Errorf("callbacks: read dismissals: %w", err)
+	}
+	cb, ok := store.CallbackOf(number, calls, dismissals, needsAnswer)
+	if !ok {
+		if _, err := q.ExecContext(ctx, `DELETE FROM callbacks WHERE org_id = ? AND number = ?`, orgID, number); err != nil {
+			return fmt.Errorf("callbacks: remove item: %w", err)
+		}
+		return nil
+	}
+	locs, err := json.Marshal(cb.Locations)
+	if err != nil {
+		return fmt.Errorf("callbacks: locations: %w", err)
+	}
+	var reason, closedCall, closedExt string
+	if cb.ClosedBy != nil {
+		reason, closedCall, closedExt = cb.ClosedBy.Reason, cb.ClosedBy.CallID, cb.ClosedBy.Extension
+	}
+	_, err = q.ExecContext(ctx, `INSERT INTO callbacks (org_id, number, name, open, missed_count, first_missed_at,
+			last_missed_at, last_call_id, locations, voicemail, closed_at, closed_reason, closed_call_id, closed_ext)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, number) DO UPDATE SET name = excluded.name, open = excluded.open,
+			missed_count = excluded.missed_count, first_missed_at = excluded.first_missed_at,
+			last_missed_at = excluded.last_missed_at, last_call_id = excluded.last_call_id,
+			locations = excluded.locations, voicemail = excluded.voicemail, closed_at = excluded.closed_at,
+			closed_reason = excluded.closed_reason, closed_call_id = excluded.closed_call_id,
+			closed_ext = excluded.closed_ext`,
+		orgID, number, cb.Name, cb.Open, cb.MissedCount, encTime(cb.FirstMissedAt), encTime(cb.LastMissedAt),
+		cb.LastCallID, string(locs), cb.Voicemail, encZeroNull(cb.ClosedAt), reason, closedCall, closedExt)
+	if err != nil {
+		return fmt.Errorf("callbacks: write item: %w", err)
+	}
+	return nil
+}
+
+// callbackColumns are the columns scanCallback reads, in its order.
+const callbackColumns = `number, name, open, missed_count, first_missed_at, last_missed_at, last_call_id, locations,
+	voicemail, closed_at, closed_reason, closed_call_id, closed_ext`
+
+// scanCallback reads one row of callbackColumns.
+func scanCallback(r interface{ Scan(...any) error }) (store.Callback, error) {
+	var (
+		cb                          store.Callback
+		locs                        []byte
+		closedAt                    *time.Time
+		reason, closedCall, closedE string
+	)
+	err := r.Scan(&cb.Number, &cb.Name, &cb.Open, &cb.MissedCount, timeCol{&cb.FirstMissedAt},
+		timeCol{&cb.LastMissedAt}, &cb.LastCallID, jsonCol{&locs}, &cb.Voicemail, timePtrCol{&closedAt},
+		&reason, &closedCall, &closedE)
+	if err != nil {
+		return store.Callback{}, err
+	}
+	if err := json.Unmarshal(locs, &cb.Locations); err != nil {
+		return store.Callback{}, fmt.Errorf("stored locations: %w", err)
+	}
+	if closedAt != nil {
+		cb.ClosedAt = *closedAt
+	}
+	if reason != "" {
+		cb.ClosedBy = &store.CallbackClose{Reason: reason, CallID: closedCall, Extension: closedE}
+	}
+	return cb, nil
+}
+
+// ListCallbacks implements store.CallbackStore: one walk of callbacks_list_idx.
+func (s *Store) ListCallbacks(ctx context.Context, orgID string, f store.CallbackFilter, after *store.CallbackPosition, limit int) ([]store.Callback, error) {
+	if limit < 1 || limit > store.MaxCallbackLimit {
+		return nil, fmt.Errorf("sqlite: list callbacks: %w: limit %d is not 1 to %d", store.ErrInvalid, limit, store.MaxCallbackLimit)
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT ` + callbackColumns + ` FROM callbacks WHERE org_id = ? AND open = ?`)
+	args := []any{orgID, f.Open}
+	if after != nil {
+		b.WriteString(` AND (last_missed_at, number) < (?, ?)`)
+		args = append(args, encTime(after.LastMissedAt), after.Number)
+	}
+	if f.Location != "" {
+		b.WriteString(` AND EXISTS (SELECT 1 FROM json_each(locations) WHERE value = ?)`)
+		args = append(args, f.Location)
+	}
+	b.WriteString(` ORDER BY last_missed_at DESC, number DESC LIMIT ?`)
+	args = append(args, limit)
+	rows, err := s.reader.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, wrapErr(ctx, "list callbacks", err)
+	}
+	out, err := collect(rows, scanCallback)
+	if err != nil {
+		return nil, wrapErr(ctx, "list callbacks", err)
+	}
+	if out == nil {
+		out = []store.Callback{}
+	}
+	return out, nil
+}
+
+// DismissCallback implements store.CallbackStore.
+func (s *Store) DismissCallback(ctx context.Context, orgID, number string, at time.Time, extension string) (store.Callback, error) {
+	var cb store.Callback
+	err := s.withWriteTx(ctx, "dismiss callback", func(tx *sql.Tx) error {
+		var open bool
+		err := tx.QueryRowContext(ctx, `SELECT open FROM callbacks WHERE org_id = ? AND number = ?`, orgID, number).Scan(&open)
+		if err == sql.ErrNoRows || (err == nil && !open) {
+			return fmt.Errorf("no open item for %q: %w", number, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO callback_dismissals (org_id, number, at, extension) VALUES (?, ?, ?, ?)`,
+			orgID, number, encTime(at), extension); err != nil {
+			return err
+		}
+		var needsAnswer bool
+		if err := tx.QueryRowContext(ctx, `SELECT callback_needs_answer FROM orgs WHERE org_id = ?`, orgID).Scan(&needsAnswer); err != nil {
+			return err
+		}
+		if err := recomputeCallback(ctx, tx, orgID, number, needsAnswer); err != nil {
+			return err
+		}
+		cb, err = scanCallback(tx.QueryRowContext(ctx, `SELECT `+callbackColumns+` FROM callbacks WHERE org_id = ? AND number = ?`, orgID, number))
+		return err
+	})
+	return cb, err
+}
+
+// CallbackNeedsAnswer implements store.CallbackStore.
+func (s *Store) CallbackNeedsAnswer(ctx context.Context, orgID string) (bool, error) {
+	var v bool
+	err := s.reader.QueryRowContext(ctx, `SELECT callback_needs_answer FROM orgs WHERE org_id = ?`, orgID).Scan(&v)
+	if err == sql.ErrNoRows {
+		return false, fmt.Errorf("sqlite: callback setting: org %q: %w", orgID, store.ErrNotFound)
+	}
+	return v, wrapErr(ctx, "callback setting", err)
+}
+
+// SetCallbackNeedsAnswer implements store.CallbackStore: it recomputes each item of the
+// organization, three statements per number on its list.
+func (s *Store) SetCallbackNeedsAnswer(ctx context.Context, orgID string, needsAnswer bool) error {
+	return s.withWriteTx(ctx, "set callback setting", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE orgs SET callback_needs_answer = ? WHERE org_id = ?`, needsAnswer, orgID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT number FROM callbacks WHERE org_id = ? ORDER BY number`, orgID)
+		if err != nil {
+			return err
+		}
+		numbers, err := collect(rows, func(r interface{ Scan(...any) error }) (string, error) {
+			var n string
+			return n, r.Scan(&n)
+		})
+		if err != nil {
+			return err
+		}
+		for _, n := range numbers {
+			if err := recomputeCallback(ctx, tx, orgID, n, needsAnswer); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
