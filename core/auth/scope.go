@@ -18,6 +18,9 @@ const (
 	// ScopeCallsRead allows reading the organization's call history: the list, a call with its
 	// events, and the CSV export.
 	ScopeCallsRead = "org.calls.read"
+	// ScopeCallbacksWrite allows closing an item of the organization's to-call-back list by
+	// hand (reading the list takes ScopeCallsRead).
+	ScopeCallbacksWrite = "org.callbacks.write"
 )
 
 // EventScope returns the scope that allows reporting events of one type:
@@ -27,17 +30,17 @@ func EventScope(eventType string) string {
 }
 
 // ValidScope reports whether s is a scope a key may be given: ScopeCallsEvents, EventScope of one
-// of the nine event types of sdk/event, ScopePopupsRead or ScopeCallsRead.
+// of the nine event types of sdk/event, ScopePopupsRead, ScopeCallsRead or ScopeCallbacksWrite.
 func ValidScope(s string) error {
 	switch s {
-	case ScopeCallsEvents, ScopePopupsRead, ScopeCallsRead:
+	case ScopeCallsEvents, ScopePopupsRead, ScopeCallsRead, ScopeCallbacksWrite:
 		return nil
 	}
 	if t, ok := strings.CutPrefix(s, ScopeCallsEvents+"."); ok && event.Type(t).Valid() {
 		return nil
 	}
-	return fmt.Errorf("unknown scope %q: want %s, %s.<event type>, %s or %s",
-		s, ScopeCallsEvents, ScopeCallsEvents, ScopePopupsRead, ScopeCallsRead)
+	return fmt.Errorf("unknown scope %q: want %s, %s.<event type>, %s, %s or %s",
+		s, ScopeCallsEvents, ScopeCallsEvents, ScopePopupsRead, ScopeCallsRead, ScopeCallbacksWrite)
 }
 
 // Allows reports whether the principal holds scope, directly or through a wildcard:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -22,6 +23,9 @@ type History interface {
 	Page(ctx context.Context, q history.Query) (history.Page, error)
 	Call(ctx context.Context, orgID, id string) (history.Item, error)
 	Export(ctx context.Context, q history.Query) (*history.Export, error)
+	// Callbacks reads a page of the to-call-back list; Dismiss closes an item by hand.
+	Callbacks(ctx context.Context, orgID string, params url.Values) (history.CallbackPage, error)
+	Dismiss(ctx context.Context, orgID, number, extension string, at time.Time) (history.CallbackItem, error)
 }
 
 // readPrincipal authenticates a history request: a federated key holding org.calls.read. A key

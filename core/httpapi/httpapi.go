@@ -211,6 +211,8 @@ func New(o Options) (*fiber.App, error) {
 	if o.History != nil {
 		app.Get(CallsPath, a.listCalls)
 		app.Get(CallsPath+"/:id", a.getCall)
+		app.Get(CallbacksPath, a.listCallbacks)
+		app.Post(CallbacksPath+"/:number/dismiss", a.dismissCallback)
 	}
 	a.routes = map[string]string{}
 	for _, r := range app.GetRoutes(true) {

@@ -205,7 +205,7 @@ func TestOpenAPIStatusesInSource(t *testing.T) {
 		"StatusForbidden": 403, "StatusNotFound": 404, "StatusMethodNotAllowed": 405,
 		"StatusRequestEntityTooLarge": 413, "StatusInternalServerError": 500,
 		"StatusRequestTimeout": 408, "StatusRequestHeaderFieldsTooLarge": 431,
-		"StatusServiceUnavailable": 503,
+		"StatusNotImplemented": 501, "StatusServiceUnavailable": 503,
 	}
 	fset := token.NewFileSet()
 	sources, err := filepath.Glob("*.go")

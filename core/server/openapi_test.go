@@ -255,3 +255,53 @@ func TestHistoryResponsesMatchOpenAPI(t *testing.T) {
 		t.Errorf("GET /api/v1/openapi.yaml: %d %s, %d bytes; want the document", r.status, r.header.Get("Content-Type"), len(r.raw))
 	}
 }
+
+// TestCallbackResponsesMatchOpenAPI drives the to-call-back list's handlers into each of their
+// answers and checks every JSON body against the schema the OpenAPI document gives for it.
+func TestCallbackResponsesMatchOpenAPI(t *testing.T) {
+	doc := loadOpenAPI(t)
+	e := start(t, backends()[0].db(t))
+	reader, secret := e.newKey(e.org, nil, auth.ScopeCallsRead)
+	desk, deskSecret := e.newKey(e.org, nil, auth.ScopeCallsRead, auth.ScopeCallbacksWrite)
+	for _, body := range []string{
+		batch(historyEvent("call_received", "m1", "inbound", 1, "2026-07-01T08:00:00Z", ""),
+			historyEvent("call_missed", "m1", "inbound", 2, "2026-07-01T08:00:20Z", "")),
+	} {
+		if r := e.post(body); r.status >= 300 {
+			t.Fatalf("post: %d %s", r.status, r.raw)
+		}
+	}
+	eventsKey, eventsSecret := e.clientID, e.secret
+	for _, tc := range []struct {
+		name, method, path, docPath string
+		key, secret                 string
+		status                      int
+	}{
+		{"open", "GET", "/api/v1/callbacks", "/api/v1/callbacks", reader, secret, 200},
+		{"bad query", "GET", "/api/v1/callbacks?state=lost&limit=0", "/api/v1/callbacks", reader, secret, 400},
+		{"no key", "GET", "/api/v1/callbacks", "/api/v1/callbacks", "", "", 401},
+		{"no scope", "GET", "/api/v1/callbacks", "/api/v1/callbacks", eventsKey, eventsSecret, 403},
+		{"dismiss without scope", "POST", "/api/v1/callbacks/%2B15550100111/dismiss", "/api/v1/callbacks/{number}/dismiss", reader, secret, 403},
+		{"dismiss", "POST", "/api/v1/callbacks/%2B15550100111/dismiss", "/api/v1/callbacks/{number}/dismiss", desk, deskSecret, 200},
+		{"dismiss again", "POST", "/api/v1/callbacks/%2B15550100111/dismiss", "/api/v1/callbacks/{number}/dismiss", desk, deskSecret, 404},
+		{"closed", "GET", "/api/v1/callbacks?state=closed", "/api/v1/callbacks", reader, secret, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var headers []string
+			if tc.key != "" {
+				headers = []string{"Client-ID", tc.key, "Client-Secret", tc.secret}
+			}
+			r := e.do(tc.method, tc.path, "", headers...)
+			if r.status != tc.status {
+				t.Fatalf("%s %s: %d, want %d: %s", tc.method, tc.path, r.status, tc.status, r.raw)
+			}
+			var v any
+			if err := json.Unmarshal(r.raw, &v); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range doc.validate(doc.responseSchema(t, tc.docPath, strings.ToLower(tc.method), tc.status, "application/json"), v, "body") {
+				t.Error(p)
+			}
+		})
+	}
+}
