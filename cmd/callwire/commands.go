@@ -167,6 +167,8 @@ type orgJSON struct {
 	TimeZone string `json:"timezone"`
 	// Country is the ISO 3166-1 alpha-2 code numbers in national form are read in, "" for none.
 	Country string `json:"country"`
+	// CallbackNeedsAnswer is the to-call-back list's setting, shown by orgs update when it set it.
+	CallbackNeedsAnswer *bool `json:"callbackNeedsAnswer,omitempty"`
 }
 
 // lookupJSON shows an organization's caller lookup. The token is never shown in full.
@@ -329,8 +331,8 @@ func newOrgs() *cobra.Command {
 	outputFlag(list)
 
 	update := &cobra.Command{
-		Use:   "update ORG_ID [--lookup-url URL [--lookup-token TOKEN] [--lookup-timeout DURATION]] [--timezone ZONE] [--country CC]",
-		Short: "Set an organization's caller lookup endpoint, time zone or country",
+		Use:   "update ORG_ID [--lookup-url URL [--lookup-token TOKEN] [--lookup-timeout DURATION]] [--timezone ZONE] [--country CC] [--callback-needs-answer[=false]]",
+		Short: "Set an organization's caller lookup endpoint, time zone, country or to-call-back setting",
 		Long: "Set the organization's caller lookup: callwire asks GET URL?number=<E.164> with " +
 			"\"Authorization: Bearer TOKEN\" while a phone rings (see docs/caller-lookup.md). Each lookup " +
 			"update replaces the whole lookup: a token or timeout left out is cleared. --lookup-url \"\" removes " +
@@ -339,7 +341,9 @@ func newOrgs() *cobra.Command {
 			"--timezone sets the IANA time zone (such as Europe/London; \"\" for UTC, the default) in which " +
 			"dates in call history filters, CSV exports and the desk are read. --country sets the ISO 3166-1 " +
 			"alpha-2 code (such as GB; \"\" for none, the default) in which a number search written in " +
-			"national form is read (see docs/history.md). A setting left out is kept.",
+			"national form is read (see docs/history.md). --callback-needs-answer makes a call placed to a " +
+			"number on the to-call-back list settle its item only when it was answered (=false: any attempt " +
+			"settles it, the default); the organization's items are recomputed under it. A setting left out is kept.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := jsonOutput(cmd)
@@ -349,11 +353,13 @@ func newOrgs() *cobra.Command {
 			f := cmd.Flags()
 			setLookup := f.Changed("lookup-url")
 			setZone, setCountry := f.Changed("timezone"), f.Changed("country")
-			if !setLookup && !setZone && !setCountry {
+			setNeedsAnswer := f.Changed("callback-needs-answer")
+			needsAnswer, _ := f.GetBool("callback-needs-answer")
+			if !setLookup && !setZone && !setCountry && !setNeedsAnswer {
 				if f.Changed("lookup-token") || f.Changed("lookup-timeout") {
 					return usageError{errors.New(`--lookup-token and --lookup-timeout need a --lookup-url; --lookup-url "" removes the lookup`)}
 				}
-				return usageError{errors.New(`nothing to update: give --lookup-url, --timezone or --country`)}
+				return usageError{errors.New(`nothing to update: give --lookup-url, --timezone, --country or --callback-needs-answer`)}
 			}
 			var (
 				l        store.Lookup
@@ -407,10 +413,22 @@ func newOrgs() *cobra.Command {
 						return fmt.Errorf("update organization: %w", err)
 					}
 				}
+				if setNeedsAnswer {
+					cs, ok := st.(store.CallbackStore)
+					if !ok {
+						return errors.New("update organization: this database keeps no to-call-back list")
+					}
+					if err := cs.SetCallbackNeedsAnswer(cmd.Context(), id, needsAnswer); err != nil {
+						return fmt.Errorf("update organization: %w", err)
+					}
+				}
 				if o, err = st.GetOrg(cmd.Context(), id); err != nil {
 					return fmt.Errorf("update organization: %w", err)
 				}
 				v := orgView(o)
+				if setNeedsAnswer {
+					v.CallbackNeedsAnswer = &needsAnswer
+				}
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), v)
 				}
@@ -436,6 +454,13 @@ func newOrgs() *cobra.Command {
 					}
 					fmt.Fprintf(out, "%s: time zone %s, country %s\n", o.ID, v.TimeZone, c)
 				}
+				if setNeedsAnswer {
+					how := "any call placed to the number"
+					if needsAnswer {
+						how = "an answered call placed to the number"
+					}
+					fmt.Fprintf(out, "%s: a to-call-back item is settled by %s\n", o.ID, how)
+				}
 				return nil
 			})
 		},
@@ -445,6 +470,7 @@ func newOrgs() *cobra.Command {
 	update.Flags().String("lookup-timeout", "", "bound on one lookup, at most 10s (default: the server's lookup.timeout)")
 	update.Flags().String("timezone", "", `IANA time zone such as Europe/London; "" for UTC`)
 	update.Flags().String("country", "", `ISO 3166-1 alpha-2 code such as GB, for numbers searched in national form; "" for none`)
+	update.Flags().Bool("callback-needs-answer", false, "a call placed to a number on the to-call-back list settles it only when answered (=false: any attempt)")
 	outputFlag(update)
 
 	orgs.AddCommand(create, list, update)
