@@ -596,7 +596,7 @@ func newKeys() *cobra.Command {
 		},
 	}
 	create.Flags().String("org", "", "organization the key is federated to")
-	create.Flags().StringArray("scope", nil, "scope the key holds (repeatable): org.calls.events, org.calls.events.<type>, org.popups.read, org.calls.read")
+	create.Flags().StringArray("scope", nil, "scope the key holds (repeatable): org.calls.events, org.calls.events.<type>, org.popups.read, org.calls.read, org.callbacks.write")
 	create.Flags().String("expires-at", "", "when the key stops working (RFC 3339); default never")
 	create.Flags().Bool("operator", false, "make an operator key, not locked to any organization")
 	outputFlag(create)
