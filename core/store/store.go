@@ -86,6 +86,27 @@ type Org struct {
 	// Region is the organization's time zone and country; its zero value means UTC and no
 	// country.
 	Region Region
+	// RetentionDays is how many days the organization's calls are kept after their last
+	// activity (see PurgeCalls); 0 means forever. Otherwise 1 to MaxRetentionDays.
+	RetentionDays int
+}
+
+// MaxRetentionDays is the longest retention an organization may set: a hundred years.
+const MaxRetentionDays = 36500
+
+// ValidateRetentionDays reports whether days is a retention an organization may have: 0
+// (forever) or a whole number of days from 1 to MaxRetentionDays.
+func ValidateRetentionDays(days int) error {
+	if days < 0 || days > MaxRetentionDays {
+		return fmt.Errorf("retention of %d days: must be a whole number of days from 1 to %d, or 0 to keep calls forever", days, MaxRetentionDays)
+	}
+	return nil
+}
+
+// Purged counts what one PurgeCalls removed.
+type Purged struct {
+	Calls  int
+	Events int
 }
 
 // Region is where an organization's people are: the time zone they read times in and the
@@ -343,8 +364,9 @@ type Store interface {
 	// An f that fails Validate, or a limit out of range, is an error wrapping ErrInvalid.
 	ListCalls(ctx context.Context, orgID string, f CallFilter, after *CallPosition, limit int) ([]CallRecord, error)
 
-	// CreateOrg stores a new organization, its Lookup and Region included; ErrConflict if the
-	// ID exists, an error wrapping ErrInvalid if o.Region.Validate fails.
+	// CreateOrg stores a new organization, its Lookup, Region and RetentionDays included;
+	// ErrConflict if the ID exists, an error wrapping ErrInvalid if o.Region.Validate or
+	// ValidateRetentionDays(o.RetentionDays) fails.
 	CreateOrg(ctx context.Context, o Org) error
 	// GetOrg returns the organization, its Lookup and Region included, or ErrNotFound.
 	GetOrg(ctx context.Context, id string) (Org, error)
@@ -357,6 +379,20 @@ type Store interface {
 	// country); ErrNotFound if there is no such organization, and an error wrapping
 	// ErrInvalid, writing nothing, when r.Validate fails. The next GetOrg or ListOrgs returns r.
 	UpdateOrgRegion(ctx context.Context, orgID string, r Region) error
+	// UpdateOrgRetention sets the organization's RetentionDays (0 keeps its calls forever);
+	// ErrNotFound if there is no such organization, and an error wrapping ErrInvalid, writing
+	// nothing, when ValidateRetentionDays fails. The next GetOrg or ListOrgs returns days.
+	UpdateOrgRetention(ctx context.Context, orgID string, days int) error
+	// PurgeCalls removes, in one transaction, up to limit (at least 1) of the organization's
+	// calls whose last activity is before cutoff, each with all its events, oldest start first.
+	// A call's last activity is the later of its LastAt (its latest event) and UpdatedAt (the
+	// last write to it), whatever its state. It removes nothing of another organization and
+	// nothing whose last activity is at or after cutoff; a call being written meanwhile is
+	// either left whole or removed whole, and an event written to a removed call afterwards
+	// creates the call anew, as any first event does. Calling it again with the same arguments
+	// removes what is left; Purged is zero when nothing is due. It ignores the organization's
+	// RetentionDays: the caller computes cutoff from it.
+	PurgeCalls(ctx context.Context, orgID string, cutoff time.Time, limit int) (Purged, error)
 
 	// CreateKey stores a new key; ErrConflict if the client ID or secret hash exists, ErrNotFound
 	// if k.OrgID names no organization.

@@ -12,7 +12,7 @@ import (
 )
 
 // orgColumns is the column list scanOrg reads, in order.
-const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns, time_zone, country`
+const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns, time_zone, country, retention_days`
 
 // scanOrg scans one row of orgColumns.
 func scanOrg(row pgx.Row) (store.Org, error) {
@@ -21,7 +21,7 @@ func scanOrg(row pgx.Row) (store.Org, error) {
 		ns int64
 	)
 	if err := row.Scan(&o.ID, &o.Name, &o.CreatedAt, &o.Lookup.URL, &o.Lookup.Token, &ns,
-		&o.Region.TimeZone, &o.Region.Country); err != nil {
+		&o.Region.TimeZone, &o.Region.Country, &o.RetentionDays); err != nil {
 		return store.Org{}, err
 	}
 	o.CreatedAt = utc(o.CreatedAt)
@@ -30,17 +30,17 @@ func scanOrg(row pgx.Row) (store.Org, error) {
 }
 
 // CreateOrg stores a new organization, its lookup and region included; an error wrapping
-// store.ErrConflict if the ID exists, store.ErrInvalid if its region is not valid. A zero
+// store.ErrConflict if the ID exists, store.ErrInvalid if its region or retention is not valid. A zero
 // CreatedAt is stored as the database's current time.
 func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
-	if err := o.Region.Validate(); err != nil {
+	if err := errors.Join(o.Region.Validate(), store.ValidateRetentionDays(o.RetentionDays)); err != nil {
 		return fmt.Errorf("postgres: create org: %w: %w", store.ErrInvalid, err)
 	}
 	_, err := s.exec(ctx,
-		`INSERT INTO orgs (org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns, time_zone, country)
-		VALUES ($1, $2, COALESCE($3, now()), $4, $5, $6, $7, $8)`,
+		`INSERT INTO orgs (org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns, time_zone, country, retention_days)
+		VALUES ($1, $2, COALESCE($3, now()), $4, $5, $6, $7, $8, $9)`,
 		o.ID, o.Name, nullTime(o.CreatedAt), o.Lookup.URL, o.Lookup.Token, int64(o.Lookup.Timeout),
-		o.Region.TimeZone, o.Region.Country)
+		o.Region.TimeZone, o.Region.Country, o.RetentionDays)
 	if pgCode(err) == codeUniqueViolation {
 		return fmt.Errorf("postgres: create org %q: %w", o.ID, store.ErrConflict)
 	}
@@ -95,6 +95,22 @@ func (s *Store) UpdateOrgLookup(ctx context.Context, orgID string, l store.Looku
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("postgres: update org lookup %q: %w", orgID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// UpdateOrgRetention sets the organization's retention in days (0: forever); an error wrapping
+// store.ErrNotFound if there is no such organization, store.ErrInvalid if days is not valid.
+func (s *Store) UpdateOrgRetention(ctx context.Context, orgID string, days int) error {
+	if err := store.ValidateRetentionDays(days); err != nil {
+		return fmt.Errorf("postgres: update org retention: %w: %w", store.ErrInvalid, err)
+	}
+	tag, err := s.exec(ctx, `UPDATE orgs SET retention_days = $2 WHERE org_id = $1`, orgID, days)
+	if err != nil {
+		return fmt.Errorf("postgres: update org retention: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: update org retention %q: %w", orgID, store.ErrNotFound)
 	}
 	return nil
 }

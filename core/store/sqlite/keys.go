@@ -12,7 +12,7 @@ import (
 )
 
 // orgColumns are the columns scanOrg reads, in its order.
-const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns, time_zone, country`
+const orgColumns = `org_id, name, created_at, lookup_url, lookup_token, lookup_timeout_ns, time_zone, country, retention_days`
 
 // scanOrg reads one row of orgColumns.
 func scanOrg(row interface{ Scan(...any) error }) (store.Org, error) {
@@ -21,7 +21,7 @@ func scanOrg(row interface{ Scan(...any) error }) (store.Org, error) {
 		ns int64
 	)
 	if err := row.Scan(&o.ID, &o.Name, timeCol{&o.CreatedAt}, &o.Lookup.URL, &o.Lookup.Token, &ns,
-		&o.Region.TimeZone, &o.Region.Country); err != nil {
+		&o.Region.TimeZone, &o.Region.Country, &o.RetentionDays); err != nil {
 		return store.Org{}, err
 	}
 	o.Lookup.Timeout = time.Duration(ns)
@@ -29,15 +29,15 @@ func scanOrg(row interface{ Scan(...any) error }) (store.Org, error) {
 }
 
 // CreateOrg stores a new organization, its lookup and region included; store.ErrConflict if the
-// ID exists, store.ErrInvalid if its region is not valid.
+// ID exists, store.ErrInvalid if its region or retention is not valid.
 func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
-	if err := o.Region.Validate(); err != nil {
+	if err := errors.Join(o.Region.Validate(), store.ValidateRetentionDays(o.RetentionDays)); err != nil {
 		return fmt.Errorf("sqlite: create org: %w: %w", store.ErrInvalid, err)
 	}
 	return s.withWriteTx(ctx, "create org", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO orgs (`+orgColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO orgs (`+orgColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			o.ID, o.Name, encTime(o.CreatedAt), o.Lookup.URL, o.Lookup.Token, int64(o.Lookup.Timeout),
-			o.Region.TimeZone, o.Region.Country)
+			o.Region.TimeZone, o.Region.Country, o.RetentionDays)
 		return err
 	})
 }
@@ -73,6 +73,28 @@ func (s *Store) UpdateOrgLookup(ctx context.Context, orgID string, l store.Looku
 	return s.withWriteTx(ctx, "update org lookup", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE orgs SET lookup_url = ?, lookup_token = ?, lookup_timeout_ns = ?
 			WHERE org_id = ?`, l.URL, l.Token, int64(l.Timeout), orgID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// UpdateOrgRetention sets the organization's retention in days (0: forever); store.ErrNotFound
+// if there is no such organization, store.ErrInvalid if days is not valid.
+func (s *Store) UpdateOrgRetention(ctx context.Context, orgID string, days int) error {
+	if err := store.ValidateRetentionDays(days); err != nil {
+		return fmt.Errorf("sqlite: update org retention: %w: %w", store.ErrInvalid, err)
+	}
+	return s.withWriteTx(ctx, "update org retention", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE orgs SET retention_days = ? WHERE org_id = ?`, days, orgID)
 		if err != nil {
 			return err
 		}

@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Orgs", orgTests()},
 		{"OrgLookup", lookupTests()},
 		{"OrgRegion", regionTests()},
+		{"Retention", retentionTests()},
 		{"Keys", keyTests()},
 		{"Calls", callTests()},
 		{"Summary", summaryTests()},

@@ -1,0 +1,80 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/callwire/callwire/core/store"
+)
+
+// PurgeCalls removes up to limit of the organization's calls whose last activity (the later of
+// last_at and updated_at) is before cutoff, with their events, in one write transaction. It
+// takes the single writer like any write, so a write to one of these calls runs wholly before
+// it (and the call is no longer due) or wholly after it (and creates the call anew); limit
+// bounds how long it holds the writer. The due calls are found through calls_started_idx: a
+// call whose last activity is before the cutoff started before it too.
+func (s *Store) PurgeCalls(ctx context.Context, orgID string, cutoff time.Time, limit int) (store.Purged, error) {
+	if limit < 1 {
+		return store.Purged{}, fmt.Errorf("sqlite: purge calls: %w: limit %d is below 1", store.ErrInvalid, limit)
+	}
+	var p store.Purged
+	err := s.withWriteTx(ctx, "purge calls", func(tx *sql.Tx) error {
+		p = store.Purged{}
+		c := encTime(cutoff)
+		rows, err := tx.QueryContext(ctx, `SELECT call_no FROM calls
+			WHERE org_id = ? AND first_at < ? AND last_at < ? AND updated_at < ?
+			ORDER BY first_at, call_no LIMIT ?`, orgID, c, c, c, limit)
+		if err != nil {
+			return err
+		}
+		var nos []int64
+		for rows.Next() {
+			var no int64
+			if err := rows.Scan(&no); err != nil {
+				rows.Close()
+				return err
+			}
+			nos = append(nos, no)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(nos) == 0 {
+			return nil
+		}
+		list, err := json.Marshal(nos)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM call_events
+			WHERE org_id = ? AND call_no IN (SELECT value FROM json_each(?))`, orgID, string(list))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		p.Events = int(n)
+		res, err = tx.ExecContext(ctx, `DELETE FROM calls
+			WHERE org_id = ? AND call_no IN (SELECT value FROM json_each(?))`, orgID, string(list))
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		p.Calls = int(n)
+		return nil
+	})
+	if err != nil {
+		return store.Purged{}, err
+	}
+	return p, nil
+}
