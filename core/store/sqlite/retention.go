@@ -10,6 +10,12 @@ import (
 	"github.com/callwire/callwire/core/store"
 )
 
+// dueCallsSQL selects the numbers of one batch of an organization's due calls, oldest start
+// first, through calls_started_idx.
+const dueCallsSQL = `SELECT call_no FROM calls
+	WHERE org_id = ? AND first_at < ? AND last_at < ? AND updated_at < ?
+	ORDER BY first_at, call_no LIMIT ?`
+
 // PurgeCalls removes up to limit of the organization's calls whose last activity (the later of
 // last_at and updated_at) is before cutoff, with their events, in one write transaction. It
 // takes the single writer like any write, so a write to one of these calls runs wholly before
@@ -24,9 +30,7 @@ func (s *Store) PurgeCalls(ctx context.Context, orgID string, cutoff time.Time, 
 	err := s.withWriteTx(ctx, "purge calls", func(tx *sql.Tx) error {
 		p = store.Purged{}
 		c := encTime(cutoff)
-		rows, err := tx.QueryContext(ctx, `SELECT call_no FROM calls
-			WHERE org_id = ? AND first_at < ? AND last_at < ? AND updated_at < ?
-			ORDER BY first_at, call_no LIMIT ?`, orgID, c, c, c, limit)
+		rows, err := tx.QueryContext(ctx, dueCallsSQL, orgID, c, c, c, limit)
 		if err != nil {
 			return err
 		}

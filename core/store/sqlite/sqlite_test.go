@@ -282,3 +282,47 @@ func BenchmarkRinging(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPurgeCalls measures one retention batch as the writer runs it, which is how long it
+// holds the writer: removing 100, 500 and 2000 due calls of four events each.
+func BenchmarkPurgeCalls(b *testing.B) {
+	ctx := b.Context()
+	s, _ := benchStore(b)
+	old := time.Now().Add(-48 * time.Hour)
+	body := json.RawMessage(`{"type":"call_ended","providerCallId":"x","occurredAt":"2025-01-01T00:00:00Z","call":{"direction":"inbound"}}`)
+	n := 0
+	seed := func(calls int) {
+		for calls > 0 {
+			w := store.Write{OrgID: "org-1", ReceivedAt: old}
+			for range min(calls, 50) {
+				n++
+				id := strconv.Itoa(n)
+				c := store.CallWrite{Provider: "sip", ProviderCallID: id, Direction: "inbound", State: store.StateEnded,
+					Block: json.RawMessage(`{"direction":"inbound"}`), BlockSequence: 4, BlockAt: old, FirstAt: old, LastAt: old}
+				for k, typ := range []string{"call_received", "call_answered", "call_ended", "call_recorded"} {
+					seq := strconv.Itoa(k + 1)
+					c.Events = append(c.Events, store.EventWrite{ID: "e" + seq + "-" + id, Type: typ, DedupeKey: typ + ":" + seq,
+						Sequence: int64(k + 1), OccurredAt: old, OrderAt: old, Body: body})
+				}
+				w.Calls = append(w.Calls, c)
+				calls--
+			}
+			if _, err := s.WriteCalls(ctx, w); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, size := range []int{100, 500, 2000} {
+		b.Run("calls="+strconv.Itoa(size), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				seed(size)
+				b.StartTimer()
+				p, err := s.PurgeCalls(ctx, "org-1", time.Now().Add(-24*time.Hour), size)
+				if err != nil || p.Calls != size {
+					b.Fatalf("PurgeCalls = %+v, %v", p, err)
+				}
+			}
+		})
+	}
+}
