@@ -29,13 +29,14 @@ const EnvPrefix = "CALLWIRE_"
 
 // Config is the whole configuration.
 type Config struct {
-	Server   Server   `koanf:"server"`
-	Database Database `koanf:"database"`
-	Ingest   Ingest   `koanf:"ingest"`
-	Lookup   Lookup   `koanf:"lookup"`
-	Broker   Broker   `koanf:"broker"`
-	Popups   Popups   `koanf:"popups"`
-	Log      Log      `koanf:"log"`
+	Server    Server    `koanf:"server"`
+	Database  Database  `koanf:"database"`
+	Ingest    Ingest    `koanf:"ingest"`
+	Lookup    Lookup    `koanf:"lookup"`
+	Broker    Broker    `koanf:"broker"`
+	Popups    Popups    `koanf:"popups"`
+	Retention Retention `koanf:"retention"`
+	Log       Log       `koanf:"log"`
 }
 
 // Lookup tunes the caller lookup asked of each organization's client system.
@@ -121,6 +122,25 @@ type Ingest struct {
 	WriteTimeout time.Duration `koanf:"write_timeout"`
 }
 
+// Retention tunes the sweeper that removes the calls of organizations with a retention
+// (callwire orgs update --retention-days). One batch is one store transaction; on the embedded
+// store it holds the single writer, so batch_size bounds how long a write can wait behind it.
+type Retention struct {
+	// Interval is the time from the end of one sweep to the start of the next. Default 10m.
+	Interval time.Duration `koanf:"interval"`
+	// BatchSize is the most calls (with their events) one batch removes, 1 to 10000. Default
+	// 100.
+	BatchSize int `koanf:"batch_size"`
+	// BatchPause is the wait between two batches. Default 100ms.
+	BatchPause time.Duration `koanf:"batch_pause"`
+	// MaxBatches is the most batches one sweep runs, over all organizations; what is left waits
+	// for the next sweep. Default 1000.
+	MaxBatches int `koanf:"max_batches"`
+}
+
+// MaxRetentionBatchSize is the largest retention.batch_size accepted.
+const MaxRetentionBatchSize = 10000
+
 // Log configures logging.
 type Log struct {
 	// Level is debug, info, warn or error. Default info.
@@ -165,7 +185,13 @@ func Defaults() Config {
 			BreakerOpen:     30 * time.Second,
 		},
 		Popups: Popups{Heartbeat: 15 * time.Second},
-		Log:    Log{Level: "info", Format: "auto"},
+		Retention: Retention{
+			Interval:   10 * time.Minute,
+			BatchSize:  100,
+			BatchPause: 100 * time.Millisecond,
+			MaxBatches: 1000,
+		},
+		Log: Log{Level: "info", Format: "auto"},
 	}
 }
 
@@ -254,6 +280,7 @@ func (c Config) problems() []error {
 		"ingest.publish_timeout": c.Ingest.PublishTimeout, "ingest.write_timeout": c.Ingest.WriteTimeout,
 		"lookup.timeout": c.Lookup.Timeout, "lookup.cache_ttl": c.Lookup.CacheTTL, "lookup.miss_ttl": c.Lookup.MissTTL,
 		"lookup.breaker_open": c.Lookup.BreakerOpen, "popups.heartbeat": c.Popups.Heartbeat,
+		"retention.interval": c.Retention.Interval, "retention.batch_pause": c.Retention.BatchPause,
 	}
 	for _, key := range sortedKeys(positive) {
 		if positive[key] <= 0 {
@@ -282,6 +309,12 @@ func (c Config) problems() []error {
 	}
 	if c.Lookup.BreakerFailures < 1 {
 		bad("lookup.breaker_failures", "must be at least 1, got %d", c.Lookup.BreakerFailures)
+	}
+	if n := c.Retention.BatchSize; n < 1 || n > MaxRetentionBatchSize {
+		bad("retention.batch_size", "must be from 1 to %d, got %d", MaxRetentionBatchSize, n)
+	}
+	if c.Retention.MaxBatches < 1 {
+		bad("retention.max_batches", "must be at least 1, got %d", c.Retention.MaxBatches)
 	}
 	if c.Database.MaxConns < 1 {
 		bad("database.max_conns", "must be at least 1, got %d", c.Database.MaxConns)

@@ -69,12 +69,14 @@ func TestUnsetFlagDoesNotOverride(t *testing.T) {
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {
-	env := []string{"CALLWIRE_SERVER_LISTEN=nope", "CALLWIRE_DATABASE_URL=mysql://x", "CALLWIRE_LOG_LEVEL=loud", "CALLWIRE_INGEST_WRITE_TIMEOUT=-1s", "CALLWIRE_DATABASE_MAX_CONNS=0"}
+	env := []string{"CALLWIRE_SERVER_LISTEN=nope", "CALLWIRE_DATABASE_URL=mysql://x", "CALLWIRE_LOG_LEVEL=loud", "CALLWIRE_INGEST_WRITE_TIMEOUT=-1s", "CALLWIRE_DATABASE_MAX_CONNS=0",
+		"CALLWIRE_RETENTION_INTERVAL=0s", "CALLWIRE_RETENTION_BATCH_SIZE=10001", "CALLWIRE_RETENTION_BATCH_PAUSE=-1ms", "CALLWIRE_RETENTION_MAX_BATCHES=0"}
 	_, _, err := Load("", env, nil, nil)
 	if err == nil {
 		t.Fatal("want error")
 	}
-	for _, key := range []string{"server.listen", "database.url", "log.level", "ingest.write_timeout", "database.max_conns"} {
+	for _, key := range []string{"server.listen", "database.url", "log.level", "ingest.write_timeout", "database.max_conns",
+		"retention.interval", "retention.batch_size", "retention.batch_pause", "retention.max_batches"} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s: %v", key, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -24,6 +25,7 @@ import (
 	"github.com/callwire/callwire/core/ingest"
 	"github.com/callwire/callwire/core/lookup"
 	"github.com/callwire/callwire/core/popup"
+	"github.com/callwire/callwire/core/retention"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres"
 	"github.com/callwire/callwire/core/store/sqlite"
@@ -85,6 +87,13 @@ type Server struct {
 	stopStreams context.CancelFunc
 	// metrics are read by Shutdown to say what it waits for.
 	metrics prometheus.Gatherer
+	// sweeper removes the calls organizations no longer keep; Serve starts it under sweepCtx,
+	// Shutdown ends it with stopSweep and waits for swept, which closes when it has returned.
+	sweeper   *retention.Sweeper
+	sweepCtx  context.Context
+	stopSweep context.CancelFunc
+	sweepOnce sync.Once
+	swept     chan struct{}
 }
 
 // Options are what New needs beyond the configuration. Store and Logger are required.
@@ -212,9 +221,24 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	sweeper, err := retention.New(retention.Options{
+		Store:      o.Store,
+		Interval:   c.Retention.Interval,
+		BatchSize:  c.Retention.BatchSize,
+		BatchPause: c.Retention.BatchPause,
+		MaxBatches: c.Retention.MaxBatches,
+		Logger:     o.Logger,
+		Registerer: reg,
+		Now:        o.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	sweepCtx, stopSweep := context.WithCancel(ctx)
 	built = true
 	return &Server{app: app, store: o.Store, log: o.Logger, shutdown: c.Server.ShutdownTimeout,
-		broker: broker, ownsBroker: owned, stopStreams: stopStreams, metrics: reg}, nil
+		broker: broker, ownsBroker: owned, stopStreams: stopStreams, metrics: reg,
+		sweeper: sweeper, sweepCtx: sweepCtx, stopSweep: stopSweep, swept: make(chan struct{})}, nil
 }
 
 // OpenBroker makes the popup broker the configuration names: Redis at broker.redis.url when it
@@ -246,14 +270,23 @@ func (s *Server) Broker() popup.Broker {
 	return s.broker
 }
 
-// Serve answers requests on ln until Shutdown. It returns nil after a clean shutdown.
+// Serve answers requests on ln until Shutdown, and runs the retention sweeper (see
+// core/retention) beside them: its first sweep at once, then one every retention.interval. It
+// returns nil after a clean shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	s.sweepOnce.Do(func() {
+		go func() {
+			defer close(s.swept)
+			s.sweeper.Run(s.sweepCtx)
+		}()
+	})
 	return s.app.Listener(ln)
 }
 
 // Shutdown ends the open popup streams (workstations reconnect, to another replica when there
 // is one), stops taking connections and waits for in-flight requests, at most until ctx ends,
-// then closes the popup broker if New made it (its subscriptions end).
+// then closes the popup broker if New made it (its subscriptions end). It ends the retention
+// sweeper first, which rolls back a batch in progress, and waits for it, at most until ctx ends.
 //
 // It logs a line as it starts, saying what it is about to wait for (requests in flight, popup
 // streams open, connections open), and one when it is done, saying how long it took, whether
@@ -270,6 +303,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("shutting down: ending popup streams, waiting for requests in flight", begin...)
 
 	s.stopStreams()
+	s.stopSweep()
+	// A sweeper that Serve never started is never waited for.
+	s.sweepOnce.Do(func() { close(s.swept) })
+	select {
+	case <-s.swept:
+	case <-ctx.Done():
+	}
 	err := s.app.ShutdownWithContext(ctx)
 	done := []any{"duration_ms", time.Since(start).Milliseconds(), "waited_for_requests", requests, "popup_streams_ended", streams}
 	if err != nil {
