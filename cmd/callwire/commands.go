@@ -169,6 +169,9 @@ type orgJSON struct {
 	Country string `json:"country"`
 	// CallbackNeedsAnswer is the to-call-back list's setting, shown by orgs update when it set it.
 	CallbackNeedsAnswer *bool `json:"callbackNeedsAnswer,omitempty"`
+	// RetentionDays is how many days calls are kept after their last activity; null keeps them
+	// forever.
+	RetentionDays *int `json:"retentionDays"`
 }
 
 // lookupJSON shows an organization's caller lookup. The token is never shown in full.
@@ -185,6 +188,10 @@ func orgView(o store.Org) orgJSON {
 	if v.TimeZone == "" {
 		v.TimeZone = "UTC"
 	}
+	if o.RetentionDays > 0 {
+		days := o.RetentionDays
+		v.RetentionDays = &days
+	}
 	if o.Lookup.URL != "" {
 		v.Lookup = &lookupJSON{URL: o.Lookup.URL, Token: maskToken(o.Lookup.Token)}
 		if o.Lookup.Timeout > 0 {
@@ -192,6 +199,32 @@ func orgView(o store.Org) orgJSON {
 		}
 	}
 	return v
+}
+
+// retentionText says how long an organization keeps its calls, for text output.
+func retentionText(days *int) string {
+	switch {
+	case days == nil:
+		return "forever"
+	case *days == 1:
+		return "1 day"
+	}
+	return fmt.Sprintf("%d days", *days)
+}
+
+// parseRetention reads --retention-days: a whole number of days from 1 to
+// store.MaxRetentionDays, or "forever" (or "") for 0, which keeps calls forever. A 0 is refused
+// rather than read as forever, since it could as well be taken to mean "keep nothing".
+func parseRetention(raw string) (int, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" || strings.EqualFold(raw, "forever") {
+		return 0, nil
+	}
+	days, err := strconv.Atoi(raw)
+	if err != nil || days < 1 || days > store.MaxRetentionDays {
+		return 0, fmt.Errorf("--retention-days: want a whole number of days from 1 to %d, or forever, got %q", store.MaxRetentionDays, raw)
+	}
+	return days, nil
 }
 
 // maskToken returns "" for no token, and otherwise "…" followed by the token's last four
@@ -313,7 +346,7 @@ func newOrgs() *cobra.Command {
 					return writeJSON(cmd.OutOrStdout(), out)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tCREATED\tLOOKUP\tTIMEZONE\tCOUNTRY")
+				fmt.Fprintln(tw, "ID\tNAME\tCREATED\tLOOKUP\tTIMEZONE\tCOUNTRY\tRETENTION")
 				for _, o := range out {
 					lookup, country := "no", o.Country
 					if o.Lookup != nil {
@@ -322,7 +355,8 @@ func newOrgs() *cobra.Command {
 					if country == "" {
 						country = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.ID, o.Name, o.CreatedAt.Format(time.RFC3339), lookup, o.TimeZone, country)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.ID, o.Name, o.CreatedAt.Format(time.RFC3339), lookup, o.TimeZone, country,
+						retentionText(o.RetentionDays))
 				}
 				return tw.Flush()
 			})
@@ -331,8 +365,8 @@ func newOrgs() *cobra.Command {
 	outputFlag(list)
 
 	update := &cobra.Command{
-		Use:   "update ORG_ID [--lookup-url URL [--lookup-token TOKEN] [--lookup-timeout DURATION]] [--timezone ZONE] [--country CC] [--callback-needs-answer[=false]]",
-		Short: "Set an organization's caller lookup endpoint, time zone, country or to-call-back setting",
+		Use:   "update ORG_ID [--lookup-url URL [--lookup-token TOKEN] [--lookup-timeout DURATION]] [--timezone ZONE] [--country CC] [--callback-needs-answer[=false]] [--retention-days N|forever]",
+		Short: "Set an organization's caller lookup endpoint, time zone, country, to-call-back setting or retention",
 		Long: "Set the organization's caller lookup: callwire asks GET URL?number=<E.164> with " +
 			"\"Authorization: Bearer TOKEN\" while a phone rings (see docs/caller-lookup.md). Each lookup " +
 			"update replaces the whole lookup: a token or timeout left out is cleared. --lookup-url \"\" removes " +
@@ -341,9 +375,14 @@ func newOrgs() *cobra.Command {
 			"--timezone sets the IANA time zone (such as Europe/London; \"\" for UTC, the default) in which " +
 			"dates in call history filters, CSV exports and the desk are read. --country sets the ISO 3166-1 " +
 			"alpha-2 code (such as GB; \"\" for none, the default) in which a number search written in " +
-			"national form is read (see docs/history.md). --callback-needs-answer makes a call placed to a " +
-			"number on the to-call-back list settle its item only when it was answered (=false: any attempt " +
-			"settles it, the default); the organization's items are recomputed under it. A setting left out is kept.",
+			"national form is read (see docs/history.md).\n\n" +
+			"--callback-needs-answer makes a call placed to a number on the to-call-back list settle its " +
+			"item only when it was answered (=false: any attempt settles it, the default); the organization's " +
+			"items are recomputed under it.\n\n" +
+			"--retention-days N keeps the organization's calls N days (1 to 36500) after their last " +
+			"activity: the server's retention sweeper then removes them with their events (see " +
+			"docs/operations.md). --retention-days forever, the default, keeps them forever.\n\n" +
+			"A setting left out is kept.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := jsonOutput(cmd)
@@ -355,11 +394,12 @@ func newOrgs() *cobra.Command {
 			setZone, setCountry := f.Changed("timezone"), f.Changed("country")
 			setNeedsAnswer := f.Changed("callback-needs-answer")
 			needsAnswer, _ := f.GetBool("callback-needs-answer")
-			if !setLookup && !setZone && !setCountry && !setNeedsAnswer {
+			setRetention := f.Changed("retention-days")
+			if !setLookup && !setZone && !setCountry && !setNeedsAnswer && !setRetention {
 				if f.Changed("lookup-token") || f.Changed("lookup-timeout") {
 					return usageError{errors.New(`--lookup-token and --lookup-timeout need a --lookup-url; --lookup-url "" removes the lookup`)}
 				}
-				return usageError{errors.New(`nothing to update: give --lookup-url, --timezone, --country or --callback-needs-answer`)}
+				return usageError{errors.New(`nothing to update: give --lookup-url, --timezone, --country, --callback-needs-answer or --retention-days`)}
 			}
 			var (
 				l        store.Lookup
@@ -382,6 +422,13 @@ func newOrgs() *cobra.Command {
 			if setCountry {
 				if err := (store.Region{Country: country}).Validate(); err != nil {
 					problems = append(problems, "--country: "+err.Error())
+				}
+			}
+			var days int
+			if setRetention {
+				raw, _ := f.GetString("retention-days")
+				if days, err = parseRetention(raw); err != nil {
+					problems = append(problems, err.Error())
 				}
 			}
 			if len(problems) > 0 {
@@ -419,6 +466,11 @@ func newOrgs() *cobra.Command {
 						return errors.New("update organization: this database keeps no to-call-back list")
 					}
 					if err := cs.SetCallbackNeedsAnswer(cmd.Context(), id, needsAnswer); err != nil {
+						return fmt.Errorf("update organization: %w", err)
+					}
+				}
+				if setRetention {
+					if err := st.UpdateOrgRetention(cmd.Context(), id, days); err != nil {
 						return fmt.Errorf("update organization: %w", err)
 					}
 				}
@@ -461,6 +513,13 @@ func newOrgs() *cobra.Command {
 					}
 					fmt.Fprintf(out, "%s: a to-call-back item is settled by %s\n", o.ID, how)
 				}
+				if setRetention {
+					if v.RetentionDays == nil {
+						fmt.Fprintf(out, "%s: calls kept forever\n", o.ID)
+					} else {
+						fmt.Fprintf(out, "%s: calls kept %s after their last activity\n", o.ID, retentionText(v.RetentionDays))
+					}
+				}
 				return nil
 			})
 		},
@@ -471,6 +530,7 @@ func newOrgs() *cobra.Command {
 	update.Flags().String("timezone", "", `IANA time zone such as Europe/London; "" for UTC`)
 	update.Flags().String("country", "", `ISO 3166-1 alpha-2 code such as GB, for numbers searched in national form; "" for none`)
 	update.Flags().Bool("callback-needs-answer", false, "a call placed to a number on the to-call-back list settles it only when answered (=false: any attempt)")
+	update.Flags().String("retention-days", "", `days calls are kept after their last activity, 1 to 36500; "forever" keeps them forever`)
 	outputFlag(update)
 
 	orgs.AddCommand(create, list, update)
