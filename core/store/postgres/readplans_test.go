@@ -79,6 +79,17 @@ func TestHistoryReadsUseTheirIndexes(t *testing.T) {
 		strings.Contains(plan, "Filter: (call_no = ANY") {
 		t.Errorf("the events of a page scan the events table:\n%s", plan)
 	}
+	// A retention batch adds no index of its own (migration 10). It finds its calls among the
+	// organization's: here, with 2,000 of them, through any index that starts with org_id and a
+	// sort; with 30,000 and more, through calls_started_idx in order, stopping at the batch's
+	// size. It removes events and calls by their numbers, in the keys that start with them.
+	plan = explain(t, s, purgeSQL, org, time.Now().Add(-7*24*time.Hour), 100)
+	t.Logf("a retention batch:\n%s", plan)
+	if strings.Contains(plan, "Seq Scan") ||
+		!strings.Contains(plan, "Index Scan using call_events_call_no_dedupe_key_key on call_events") ||
+		!strings.Contains(plan, "Index Scan using calls_call_no_key on calls") {
+		t.Errorf("a retention batch scans a table, or removes rows not by their keys:\n%s", plan)
+	}
 }
 
 // explain returns PostgreSQL's plan of q.

@@ -13,7 +13,9 @@ import (
 // before it too), oldest start first, and locked FOR UPDATE SKIP LOCKED: a call a write holds
 // now is left for a later batch, and a write that reaches a call after this lock waits, then
 // finds it gone and creates it anew. The events go in the same statement, whose foreign key
-// checks run at its end.
+// checks run at its end. Events and calls are removed by their numbers as index conditions of
+// the keys (org_id, call_no, dedupe_key) and (org_id, call_no), so a batch reads only its own
+// rows, however many calls the organization has.
 const purgeSQL = `
 WITH due AS (
 	SELECT call_no FROM calls
@@ -22,12 +24,12 @@ WITH due AS (
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), events_gone AS (
-	DELETE FROM call_events e USING due
-	WHERE e.org_id = $1 AND e.call_no = due.call_no
+	DELETE FROM call_events
+	WHERE org_id = $1 AND call_no = ANY (ARRAY(SELECT call_no FROM due))
 	RETURNING 1
 ), calls_gone AS (
-	DELETE FROM calls c USING due
-	WHERE c.org_id = $1 AND c.call_no = due.call_no
+	DELETE FROM calls
+	WHERE org_id = $1 AND call_no = ANY (ARRAY(SELECT call_no FROM due))
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM calls_gone), (SELECT count(*) FROM events_gone)`
