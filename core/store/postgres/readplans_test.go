@@ -79,7 +79,7 @@ func TestHistoryReadsUseTheirIndexes(t *testing.T) {
 		strings.Contains(plan, "Filter: (call_no = ANY") {
 		t.Errorf("the events of a page scan the events table:\n%s", plan)
 	}
-	// A retention batch adds no index of its own (migration 10). It finds its calls among the
+	// A retention batch adds no index of its own (migration 9). It finds its calls among the
 	// organization's: here, with 2,000 of them, through any index that starts with org_id and a
 	// sort; with 30,000 and more, through calls_started_idx in order, stopping at the batch's
 	// size. It removes events and calls by their numbers, in the keys that start with them.
