@@ -1,5 +1,5 @@
--- The to-call-back list (docs/history.md, "To call back"), as PostgreSQL's store has it (its
--- migration 00009):
+-- The to-call-back list (docs/history.md, "To call back"); PostgreSQL's store does not keep it
+-- yet:
 --
 --   calls.cb_number   the outside number a call counts toward: an inbound call's caller, an
 --                     outbound or internal call's callee (store.CallbackNumber of that party of
