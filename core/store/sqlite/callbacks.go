@@ -252,14 +252,8 @@ func (s *Store) CallbackNeedsAnswer(ctx context.Context, orgID string) (bool, er
 // organization, three statements per number on its list.
 func (s *Store) SetCallbackNeedsAnswer(ctx context.Context, orgID string, needsAnswer bool) error {
 	return s.withWriteTx(ctx, "set callback setting", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE orgs SET callback_needs_answer = ? WHERE org_id = ?`, needsAnswer, orgID)
-		if err != nil {
+		if err := updateOrg(ctx, tx, orgID, `UPDATE orgs SET callback_needs_answer = ? WHERE org_id = ?`, needsAnswer, orgID); err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT number FROM callbacks WHERE org_id = ? ORDER BY number`, orgID)
 		if err != nil {

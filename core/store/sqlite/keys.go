@@ -71,19 +71,8 @@ func (s *Store) ListOrgs(ctx context.Context) ([]store.Org, error) {
 // store.ErrNotFound if there is no such organization.
 func (s *Store) UpdateOrgLookup(ctx context.Context, orgID string, l store.Lookup) error {
 	return s.withWriteTx(ctx, "update org lookup", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE orgs SET lookup_url = ?, lookup_token = ?, lookup_timeout_ns = ?
+		return updateOrg(ctx, tx, orgID, `UPDATE orgs SET lookup_url = ?, lookup_token = ?, lookup_timeout_ns = ?
 			WHERE org_id = ?`, l.URL, l.Token, int64(l.Timeout), orgID)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
-		}
-		return nil
 	})
 }
 
@@ -94,18 +83,7 @@ func (s *Store) UpdateOrgRetention(ctx context.Context, orgID string, days int) 
 		return fmt.Errorf("sqlite: update org retention: %w: %w", store.ErrInvalid, err)
 	}
 	return s.withWriteTx(ctx, "update org retention", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE orgs SET retention_days = ? WHERE org_id = ?`, days, orgID)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
-		}
-		return nil
+		return updateOrg(ctx, tx, orgID, `UPDATE orgs SET retention_days = ? WHERE org_id = ?`, days, orgID)
 	})
 }
 
@@ -116,20 +94,25 @@ func (s *Store) UpdateOrgRegion(ctx context.Context, orgID string, r store.Regio
 		return fmt.Errorf("sqlite: update org region: %w: %w", store.ErrInvalid, err)
 	}
 	return s.withWriteTx(ctx, "update org region", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE orgs SET time_zone = ?, country = ? WHERE org_id = ?`,
+		return updateOrg(ctx, tx, orgID, `UPDATE orgs SET time_zone = ?, country = ? WHERE org_id = ?`,
 			r.TimeZone, r.Country, orgID)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
-		}
-		return nil
 	})
+}
+
+// updateOrg runs an UPDATE of one organization's row; store.ErrNotFound when it changed no row.
+func updateOrg(ctx context.Context, tx *sql.Tx, orgID, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
+	}
+	return nil
 }
 
 // keyColumns are the columns scanKey reads, in its order.
