@@ -267,6 +267,10 @@ type CallResult struct {
 	Clients json.RawMessage
 	// Events come in the order of CallWrite.Events.
 	Events []EventResult
+	// CallbacksChanged is true when the write may have changed an item of the organization's
+	// to-call-back list through this call (see CallbackStore); false only when it cannot have.
+	// A store without the list leaves it false.
+	CallbacksChanged bool
 }
 
 // EventResult reports what a Write did with one event.

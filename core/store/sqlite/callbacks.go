@@ -25,10 +25,10 @@ type querier interface {
 // number a call was filed under before or after (store.CallbackOf over the number's calls and
 // dismissals). It runs one statement per call, one more for a call whose number changed, and,
 // when any call has a number, one for the organization's setting and three per number.
-func upkeepCallbacks(ctx context.Context, q querier, orgID string, nos []int64) error {
+func upkeepCallbacks(ctx context.Context, q querier, orgID string, nos []int64, results []store.CallResult) error {
 	numbers := make(map[string]bool)
 	seen := make(map[int64]bool, len(nos))
-	for _, no := range nos {
+	for i, no := range nos {
 		if seen[no] {
 			continue // a call the write names twice
 		}
@@ -50,6 +50,7 @@ func upkeepCallbacks(ctx context.Context, q querier, orgID string, nos []int64) 
 		if ok {
 			numbers[n] = true
 		}
+		results[i].CallbacksChanged = ok || cur.Valid
 		if ok != cur.Valid || n != cur.String {
 			var arg any
 			if ok {

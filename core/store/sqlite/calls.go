@@ -282,7 +282,7 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 	if err := writeEvents(ctx, st, w, order, results, nos, received); err != nil {
 		return nil, err
 	}
-	if err := upkeepCallbacks(ctx, st.tx, w.OrgID, nos); err != nil {
+	if err := upkeepCallbacks(ctx, st.tx, w.OrgID, nos, results); err != nil {
 		return nil, err
 	}
 	return results, nil
