@@ -262,6 +262,14 @@ func describeBlock(s *store.Summary, e *event.Event) {
 	}
 	// Locations are validated strings; encoding them cannot fail.
 	s.Locations, _ = json.Marshal(e.EffectiveLocations())
+	s.Callback = ""
+	p := e.Call.To
+	if e.Call.Direction == event.Inbound {
+		p = e.Call.From
+	}
+	if p != nil {
+		s.Callback, _ = store.CallbackPartyNumber(string(p.Kind), p.Number, p.URI, p.Name)
+	}
 }
 
 // keptAt returns the position of the event with dedupe key dk among events, or -1.

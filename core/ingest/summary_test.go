@@ -42,7 +42,11 @@ func TestPlanSummary(t *testing.T) {
 			if len(got.Locations) == 0 {
 				t.Errorf("no locations")
 			}
-			got.FromKey, got.Locations = "", nil
+			w := calls[0].write
+			if want, _ := store.CallbackParty(w.Direction, w.Block); got.Callback != want || want == "" {
+				t.Errorf("to-call-back number = %q, want the block's %q", got.Callback, want)
+			}
+			got.FromKey, got.Locations, got.Callback = "", nil, ""
 			if !got.AnsweredAt.Equal(tt.want.AnsweredAt) || !got.EndedAt.Equal(tt.want.EndedAt) {
 				t.Errorf("times = %v, %v; want %v, %v", got.AnsweredAt, got.EndedAt, tt.want.AnsweredAt, tt.want.EndedAt)
 			}

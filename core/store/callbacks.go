@@ -18,6 +18,9 @@ const (
 	CallbackAnswered = "answered"
 	// CallbackDismissed: someone closed the item by hand.
 	CallbackDismissed = "dismissed"
+	// CallbackExpired: the organization's retention removed the item's misses while it was
+	// open (see Store.PurgeCalls).
+	CallbackExpired = "expired"
 )
 
 // CallbackCall is what the to-call-back list reads of one call of one outside number: a call
@@ -58,9 +61,9 @@ type CallbackDismissal struct {
 
 // CallbackClose says how a to-call-back item closed.
 type CallbackClose struct {
-	// Reason is CallbackCalledBack, CallbackAnswered or CallbackDismissed.
+	// Reason is CallbackCalledBack, CallbackAnswered, CallbackDismissed or CallbackExpired.
 	Reason string
-	// CallID is the id of the call that closed the item; "" for a dismissal.
+	// CallID is the id of the call that closed the item; "" for a dismissal or an expiry.
 	CallID string
 	// Extension is the extension that called back, answered or dismissed; "" when unknown.
 	Extension string
@@ -222,10 +225,8 @@ func CallbackOf(number string, calls []CallbackCall, dismissals []CallbackDismis
 }
 
 // CallbackNumber returns the number a party (a call block's "from" or "to" JSON object) is
-// listed under on the to-call-back list, or false when it is not listed: an e164 party (the
-// default kind) by its number; an unknown party, whose number the reporter could not parse,
-// by the text it saw (its uri, else its name), trimmed; an anonymous (withheld) party, an
-// extension, a party without any of these, or anything that is not such an object, never.
+// listed under on the to-call-back list, or false when it is not listed (see CallbackPartyNumber).
+// Anything that is not such an object is never listed.
 func CallbackNumber(party json.RawMessage) (string, bool) {
 	var p struct {
 		Kind   string `json:"kind"`
@@ -236,13 +237,22 @@ func CallbackNumber(party json.RawMessage) (string, bool) {
 	if len(party) == 0 || json.Unmarshal(party, &p) != nil {
 		return "", false
 	}
-	switch p.Kind {
+	return CallbackPartyNumber(p.Kind, p.Number, p.URI, p.Name)
+}
+
+// CallbackPartyNumber returns the number a party of the given kind, number, uri and name is
+// listed under on the to-call-back list, or false when it is not listed: an e164 party (kind
+// "" or "e164") by its number; an unknown party, whose number the reporter could not parse, by
+// the text it saw (its uri, else its name), trimmed; an anonymous (withheld) party, an
+// extension, or a party without any of these, never.
+func CallbackPartyNumber(kind, number, uri, name string) (string, bool) {
+	switch kind {
 	case "", "e164":
-		if n := strings.TrimSpace(p.Number); n != "" {
+		if n := strings.TrimSpace(number); n != "" {
 			return n, true
 		}
 	case "unknown":
-		for _, s := range []string{p.URI, p.Name} {
+		for _, s := range []string{uri, name} {
 			if s = strings.TrimSpace(s); s != "" {
 				return s, true
 			}

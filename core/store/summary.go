@@ -14,8 +14,8 @@ import (
 //     (a zero time says nothing);
 //   - AnsweredBy: moves with AnsweredAt (the one of the earliest answer);
 //   - Flags: the stored value becomes the union (bitwise or) of the stored and these;
-//   - FromKey, ToKey, FromExt, ToExt and Locations: describe the write's Block and move with it
-//     (see CallWrite.Block).
+//   - FromKey, ToKey, FromExt, ToExt, Locations and Callback: describe the write's Block and
+//     move with it (see CallWrite.Block).
 type Summary struct {
 	// AnsweredAt is the earliest order time of a call_answered in the write; zero for none.
 	AnsweredAt time.Time
@@ -33,6 +33,9 @@ type Summary struct {
 	// Locations is the JSON array of the locations of the block's event, with the default
 	// applied; nil for none known.
 	Locations json.RawMessage
+	// Callback is the number the call counts toward on the to-call-back list, as
+	// CallbackParty(Direction, Block) gives it; "" for none.
+	Callback string
 }
 
 // Flags are facts about a call that, once reported, stay true.

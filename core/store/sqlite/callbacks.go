@@ -19,47 +19,52 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// upkeepCallbacks brings the to-call-back items of the numbers the calls nos count toward up to
-// date, in the write's transaction: for each call it reads the stored direction and block and
-// files the call under its number (calls.cb_number), and then recomputes the item of every
-// number a call was filed under before or after (store.CallbackOf over the number's calls and
-// dismissals). It runs one statement per call, one more for a call whose number changed, and,
-// when any call has a number, one for the organization's setting and three per number.
-func upkeepCallbacks(ctx context.Context, q querier, orgID string, nos []int64, results []store.CallResult) error {
-	numbers := make(map[string]bool)
-	seen := make(map[int64]bool, len(nos))
-	for i, no := range nos {
-		if seen[no] {
-			continue // a call the write names twice
+// cbTouch is what a write's insert or update of one call returned toward the to-call-back list:
+// the call's row after the write as the list reads it, and the number the write moved it from.
+type cbTouch struct {
+	// number is the number the call counts toward now, "" for none.
+	number string
+	// movedFrom is the number the call counted toward before this write moved it, "" for none.
+	movedFrom string
+	inbound   bool
+	state     store.State
+	flags     store.Flags
+	// hasItem is true when number has a row in callbacks.
+	hasItem bool
+}
+
+// scanDest returns the destinations for what updateCallSQL returns after the clients.
+func (t *cbTouch) scanDest() []any {
+	return []any{nullText{&t.number}, nullText{&t.movedFrom}, dirCol{&t.inbound}, (*int16)(&t.state),
+		(*int16)(&t.flags), &t.hasItem}
+}
+
+// missed reports whether the call counts as a miss: an ended inbound call nobody took.
+func (t *cbTouch) missed() bool {
+	return t.inbound && t.state >= store.StateEnded &&
+		(t.flags&store.FlagAnswered == 0 || t.flags&store.FlagVoicemail != 0)
+}
+
+// upkeepCallbacks brings the to-call-back items that the write's calls may have changed up to
+// date, in the write's transaction, from what the calls' upserts returned (touches, by the
+// write's call index): it recomputes (store.CallbackOf over the number's calls and dismissals)
+// the item of a number a call was moved from, and of the number a call counts toward when the
+// call is a miss or that number already has a row. Every number with a miss on file has a row,
+// because a miss always recomputes; so a write that skips a number whose calls it changed
+// cannot have changed its item, which is all CallbackOf of calls that settle and no miss. Most
+// writes recompute nothing and run no statement here. It sets CallbacksChanged in results for
+// the calls whose numbers it recomputed.
+func upkeepCallbacks(ctx context.Context, q querier, orgID string, touches []cbTouch, results []store.CallResult) error {
+	var numbers []string
+	for i := range touches {
+		t := &touches[i]
+		if t.movedFrom != "" {
+			numbers = append(numbers, t.movedFrom)
+			results[i].CallbacksChanged = true
 		}
-		seen[no] = true
-		var (
-			dir   string
-			block []byte
-			cur   sql.NullString
-		)
-		err := q.QueryRowContext(ctx, `SELECT direction, block, cb_number FROM calls WHERE org_id = ? AND call_no = ?`,
-			orgID, no).Scan(&dir, jsonCol{&block}, &cur)
-		if err != nil {
-			return fmt.Errorf("callbacks: read call: %w", err)
-		}
-		n, ok := store.CallbackParty(dir, block)
-		if cur.Valid {
-			numbers[cur.String] = true
-		}
-		if ok {
-			numbers[n] = true
-		}
-		results[i].CallbacksChanged = ok || cur.Valid
-		if ok != cur.Valid || n != cur.String {
-			var arg any
-			if ok {
-				arg = n
-			}
-			if _, err := q.ExecContext(ctx, `UPDATE calls SET cb_number = ? WHERE org_id = ? AND call_no = ?`,
-				arg, orgID, no); err != nil {
-				return fmt.Errorf("callbacks: file call: %w", err)
-			}
+		if t.number != "" && (t.hasItem || t.missed()) {
+			numbers = append(numbers, t.number)
+			results[i].CallbacksChanged = true
 		}
 	}
 	if len(numbers) == 0 {
@@ -69,13 +74,9 @@ func upkeepCallbacks(ctx context.Context, q querier, orgID string, nos []int64, 
 	if err := q.QueryRowContext(ctx, `SELECT callback_needs_answer FROM orgs WHERE org_id = ?`, orgID).Scan(&needsAnswer); err != nil {
 		return fmt.Errorf("callbacks: read setting: %w", err)
 	}
-	sorted := make([]string, 0, len(numbers))
-	for n := range numbers {
-		sorted = append(sorted, n)
-	}
-	slices.Sort(sorted)
-	for _, n := range sorted {
-		if err := recomputeCallback(ctx, q, orgID, n, needsAnswer); err != nil {
+	slices.Sort(numbers)
+	for _, n := range slices.Compact(numbers) {
+		if err := recomputeCallback(ctx, q, orgID, n, needsAnswer, false); err != nil {
 			return err
 		}
 	}
@@ -83,7 +84,11 @@ func upkeepCallbacks(ctx context.Context, q querier, orgID string, nos []int64, 
 }
 
 // recomputeCallback rewrites number's item from its calls and dismissals: three statements.
-func recomputeCallback(ctx context.Context, q querier, orgID, number string, needsAnswer bool) error {
+// When CallbackOf gives no item (none of the number's calls on file is a miss), an item closed
+// as expired stays as it is; an open item closes as expired when purged is true (its misses
+// were removed by retention); any other item is removed, since the calls it rested on now
+// count toward another number.
+func recomputeCallback(ctx context.Context, q querier, orgID, number string, needsAnswer, purged bool) error {
 	rows, err := q.QueryContext(ctx, `SELECT call_id, direction, state, first_at, clients, `+summaryColumns+`
 		FROM calls WHERE org_id = ? AND cb_number = ?`, orgID, number)
 	if err != nil {
@@ -118,7 +123,14 @@ func recomputeCallback(ctx context.Context, q querier, orgID, number string, nee
 	}
 	cb, ok := store.CallbackOf(number, calls, dismissals, needsAnswer)
 	if !ok {
-		if _, err := q.ExecContext(ctx, `DELETE FROM callbacks WHERE org_id = ? AND number = ?`, orgID, number); err != nil {
+		stmt := `DELETE FROM callbacks WHERE org_id = ? AND number = ? AND closed_reason <> '` + store.CallbackExpired + `'`
+		args := []any{orgID, number}
+		if purged {
+			stmt = `UPDATE callbacks SET open = 0, closed_at = ?, closed_reason = '` + store.CallbackExpired + `',
+				closed_call_id = '', closed_ext = '' WHERE org_id = ? AND number = ? AND open`
+			args = []any{encTime(time.Now()), orgID, number}
+		}
+		if _, err := q.ExecContext(ctx, stmt, args...); err != nil {
 			return fmt.Errorf("callbacks: remove item: %w", err)
 		}
 		return nil
@@ -230,7 +242,7 @@ func (s *Store) DismissCallback(ctx context.Context, orgID, number string, at ti
 		if err := tx.QueryRowContext(ctx, `SELECT callback_needs_answer FROM orgs WHERE org_id = ?`, orgID).Scan(&needsAnswer); err != nil {
 			return err
 		}
-		if err := recomputeCallback(ctx, tx, orgID, number, needsAnswer); err != nil {
+		if err := recomputeCallback(ctx, tx, orgID, number, needsAnswer, false); err != nil {
 			return err
 		}
 		cb, err = scanCallback(tx.QueryRowContext(ctx, `SELECT `+callbackColumns+` FROM callbacks WHERE org_id = ? AND number = ?`, orgID, number))
@@ -268,7 +280,7 @@ func (s *Store) SetCallbackNeedsAnswer(ctx context.Context, orgID string, needsA
 			return err
 		}
 		for _, n := range numbers {
-			if err := recomputeCallback(ctx, tx, orgID, n, needsAnswer); err != nil {
+			if err := recomputeCallback(ctx, tx, orgID, n, needsAnswer, false); err != nil {
 				return err
 			}
 		}

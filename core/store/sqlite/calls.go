@@ -86,14 +86,20 @@ func insertCallsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state,
 		block, block_seq, block_at, first_at, last_at, clients, created_at, updated_at,
-		answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations) VALUES `)
+		answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations, cb_number) VALUES `)
 	rowsSQL(&b, n, callColumns)
-	b.WriteString(` RETURNING call_no, provider, provider_call_id`)
+	b.WriteString(` RETURNING call_no, provider, provider_call_id, ` + hasItemSQL)
 	return b.String()
 }
 
 // callColumns is the number of columns insertCallsSQL writes per call.
-const callColumns = 23
+const callColumns = 24
+
+// hasItemSQL, in a RETURNING clause of a statement on calls, is whether the number the call
+// counts toward on the to-call-back list has a row in callbacks: what decides whether a write
+// that settles a call must recompute that number's item (see upkeepCallbacks).
+const hasItemSQL = `CASE WHEN cb_number IS NULL THEN 0
+		ELSE EXISTS (SELECT 1 FROM callbacks b WHERE b.org_id = calls.org_id AND b.number = calls.cb_number) END`
 
 // insertEventsSQL appends n events, each unless its dedupe key is on file, and returns the call's
 // number, the dedupe key and the ID of each stored.
@@ -117,7 +123,9 @@ const eventColumns = 12
 const (
 	// updateCallSQL reads the old row on every right-hand side, as SQLite does for all of an
 	// UPDATE's SET expressions. The block moves only when (?2, ?3) is not before
-	// (block_seq, block_at); block_seq = max(...) follows from that.
+	// (block_seq, block_at); block_seq = max(...) follows from that. cb_moved_from is the number
+	// the call counted toward before this statement when it moved the call to another (NULL
+	// otherwise): set by every update, read only by its own RETURNING, which sees new values.
 	updateCallSQL = `UPDATE calls SET
 		state = max(state, ?1),
 		direction = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?4 ELSE direction END,
@@ -137,9 +145,12 @@ const (
 		from_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?18 ELSE from_ext END,
 		to_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?19 ELSE to_ext END,
 		locations = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN coalesce(?20, locations)
-			ELSE locations END
+			ELSE locations END,
+		cb_moved_from = CASE WHEN (?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at)) AND cb_number IS NOT ?21
+			THEN cb_number END,
+		cb_number = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?21 ELSE cb_number END
 		WHERE org_id = ?10 AND call_no = ?11
-		RETURNING clients`
+		RETURNING clients, cb_number, cb_moved_from, direction, state, flags, ` + hasItemSQL
 
 	findEventSQL = `SELECT event_id FROM call_events WHERE org_id = ? AND call_no = ? AND dedupe_key = ?`
 
@@ -259,7 +270,8 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 		}
 	}
 	received := encTime(w.ReceivedAt)
-	if err := insertCalls(ctx, st, w, created, results, nos, received); err != nil {
+	touches := make([]cbTouch, len(w.Calls))
+	if err := insertCalls(ctx, st, w, created, results, nos, touches, received); err != nil {
 		return nil, err
 	}
 	for n, i := range order {
@@ -274,7 +286,8 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 			c.Direction, jsonArg(c.Block), encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients),
 			received, w.OrgID, nos[i], encZeroNull(c.Summary.AnsweredAt), c.Summary.AnsweredBy,
 			encZeroNull(c.Summary.EndedAt), int64(c.Summary.Flags), c.Summary.FromKey, c.Summary.ToKey,
-			c.Summary.FromExt, c.Summary.ToExt, jsonArg(c.Summary.Locations)).Scan(jsonCol{(*[]byte)(&res.Clients)})
+			c.Summary.FromExt, c.Summary.ToExt, jsonArg(c.Summary.Locations), textOrNull(c.Summary.Callback)).Scan(
+			append([]any{jsonCol{(*[]byte)(&res.Clients)}}, touches[i].scanDest()...)...)
 		if err != nil {
 			return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
 		}
@@ -282,7 +295,7 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 	if err := writeEvents(ctx, st, w, order, results, nos, received); err != nil {
 		return nil, err
 	}
-	if err := upkeepCallbacks(ctx, st.tx, w.OrgID, nos, results); err != nil {
+	if err := upkeepCallbacks(ctx, st.tx, w.OrgID, touches, results); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -347,7 +360,7 @@ func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, res
 // insertCalls creates the calls of w with the indexes in created, none of them on file and no
 // two with one key, up to 64 in one statement, and sets their numbers in nos; received is
 // w.ReceivedAt as stored.
-func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int, results []store.CallResult, nos []int64, received string) error {
+func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int, results []store.CallResult, nos []int64, touches []cbTouch, received string) error {
 	args := make([]any, 0, callColumns*min(len(created), 1<<maxRowsLog))
 	return eachRun(created, func(k int, run []int) error {
 		args = args[:0]
@@ -358,9 +371,9 @@ func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int,
 				encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients), received, received,
 				encZeroNull(c.Summary.AnsweredAt), c.Summary.AnsweredBy, encZeroNull(c.Summary.EndedAt),
 				int64(c.Summary.Flags), c.Summary.FromKey, c.Summary.ToKey, c.Summary.FromExt, c.Summary.ToExt,
-				jsonArg(c.Summary.Locations))
+				jsonArg(c.Summary.Locations), textOrNull(c.Summary.Callback))
 		}
-		if err := numberCalls(ctx, st.get(st.src.insertCalls[k]), args, w, run, nos); err != nil {
+		if err := numberCalls(ctx, st.get(st.src.insertCalls[k]), args, w, run, nos, touches); err != nil {
 			c := &w.Calls[run[0]]
 			return fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
 		}
@@ -369,9 +382,9 @@ func insertCalls(ctx context.Context, st *txStmts, w store.Write, created []int,
 }
 
 // numberCalls runs stmt (insertCallsSQL, args its parameters) for the calls of w in run and sets
-// each one's number in nos from the rows it returns, which SQLite does not promise to return in
-// the order of the rows inserted.
-func numberCalls(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write, run []int, nos []int64) error {
+// each one's number in nos and its touch of the to-call-back list in touches from the rows it
+// returns, which SQLite does not promise to return in the order of the rows inserted.
+func numberCalls(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write, run []int, nos []int64, touches []cbTouch) error {
 	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
 		return err
@@ -381,7 +394,8 @@ func numberCalls(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write,
 	for ; rows.Next(); n++ {
 		var no int64
 		var provider, providerCallID string
-		if err := rows.Scan(&no, &provider, &providerCallID); err != nil {
+		var hasItem bool
+		if err := rows.Scan(&no, &provider, &providerCallID, &hasItem); err != nil {
 			return err
 		}
 		j := n // the row inserted n-th, as SQLite returns them today
@@ -394,6 +408,9 @@ func numberCalls(ctx context.Context, stmt *sql.Stmt, args []any, w store.Write,
 			}
 		}
 		nos[run[j]] = no
+		c := &w.Calls[run[j]]
+		touches[run[j]] = cbTouch{number: c.Summary.Callback, inbound: c.Direction == "inbound",
+			state: c.State, flags: c.Summary.Flags, hasItem: hasItem}
 	}
 	if err := rows.Err(); err != nil {
 		return err

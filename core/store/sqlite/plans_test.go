@@ -36,7 +36,7 @@ func TestHotStatementsSearchTheirIndexes(t *testing.T) {
 			args[i] = "x"
 		}
 		if strings.Contains(text, "?1") {
-			args = args[:20] // updateCallSQL numbers its parameters
+			args = args[:21] // updateCallSQL numbers its parameters
 		}
 		rows, err := s.reader.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+text, args...)
 		if err != nil {

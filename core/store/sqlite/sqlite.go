@@ -449,3 +449,45 @@ func jsonArg(raw []byte) any {
 	}
 	return string(raw)
 }
+
+// textOrNull returns s as a TEXT argument, or NULL for "".
+func textOrNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// nullText scans nullable text into *dst: "" for NULL.
+type nullText struct{ dst *string }
+
+// Scan implements sql.Scanner.
+func (c nullText) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		*c.dst = ""
+	case string:
+		*c.dst = x
+	case []byte:
+		*c.dst = string(x)
+	default:
+		return fmt.Errorf("stored text has type %T, want text", v)
+	}
+	return nil
+}
+
+// dirCol scans a stored direction into *dst: whether it is "inbound".
+type dirCol struct{ inbound *bool }
+
+// Scan implements sql.Scanner.
+func (c dirCol) Scan(v any) error {
+	switch x := v.(type) {
+	case string:
+		*c.inbound = x == "inbound"
+	case []byte:
+		*c.inbound = string(x) == "inbound"
+	default:
+		return fmt.Errorf("stored direction has type %T, want text", v)
+	}
+	return nil
+}

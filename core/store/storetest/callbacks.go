@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,7 @@ func (c cbCall) writes() []store.CallWrite {
 		w.Direction, w.Block = c.dir, json.RawMessage(block)
 		w.Summary.Locations = json.RawMessage(locs)
 		w.Summary.FromExt = c.ext
+		w.Summary.Callback, _ = store.CallbackParty(c.dir, w.Block)
 		return w
 	}
 	start := mk("call_received", 1, at(c.start), store.StateRinging)
@@ -378,4 +380,140 @@ func callbackTests() []contractTest {
 		}},
 	)
 	return tests
+}
+
+// randomCallbackWrites returns the writes of n random calls of a few numbers, shuffled, some
+// repeated: inbound calls that ring, are answered or not, reach voicemail or not, and are
+// sometimes re-identified by a later event as coming from another number; and outbound calls to
+// those numbers, answered or not. It is what makes a store's upkeep skip numbers, move calls
+// between numbers, and see writes late, twice and out of order.
+func randomCallbackWrites(r *rand.Rand, n int) []store.CallWrite {
+	numbers := []string{`{"kind":"unknown","uri":"sip:unparsed@pbx.example"}`, `{"kind":"anonymous"}`}
+	for k := range 10 {
+		numbers = append(numbers, e164(fmt.Sprintf("+1555020%04d", k)))
+	}
+	var out []store.CallWrite
+	for i := range n {
+		c := cbCall{provider: "sip", id: fmt.Sprint("r-", i), dir: "inbound", party: numbers[r.IntN(len(numbers))],
+			start: r.IntN(3600)}
+		switch r.IntN(6) {
+		case 0:
+			c.dir, c.ext = "outbound", "201"
+		case 1:
+			c.voicemail = true
+		case 2, 3:
+			c.answeredBy = "202"
+		}
+		if c.dir == "outbound" && r.IntN(2) == 0 {
+			c.answeredBy = "outside"
+		}
+		ws := c.writes()
+		if r.IntN(3) == 0 {
+			// A later event names another party: the call moves to that number.
+			moved := c
+			moved.party = numbers[r.IntN(len(numbers))]
+			m := moved.writes()[1]
+			m.Events, m.State = []store.EventWrite{ev("call_updated", 9, at(c.start+40))}, store.StateRinging
+			m.BlockSequence, m.BlockAt, m.FirstAt, m.LastAt = 9, at(c.start+40), at(c.start+40), at(c.start+40)
+			m.Summary.AnsweredAt, m.Summary.AnsweredBy, m.Summary.EndedAt, m.Summary.Flags = time.Time{}, "", time.Time{}, 0
+			ws = append(ws, m)
+		}
+		if r.IntN(5) == 0 {
+			ws = ws[:1] // still ringing, or its end never reported
+		}
+		out = append(out, ws...)
+		if r.IntN(5) == 0 {
+			out = append(out, ws[r.IntN(len(ws))]) // sent twice
+		}
+	}
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// recomputedCallbacks returns the items store.CallbackOf gives for every number the
+// organization's calls on file count toward, with no dismissals: open and closed apart, each
+// in the list's order.
+func recomputedCallbacks(t *testing.T, s cbStore, org string, needsAnswer bool) (open, closed []store.Callback) {
+	t.Helper()
+	byNumber := map[string][]store.CallbackCall{}
+	var after *store.CallPosition
+	for {
+		page, err := s.ListCalls(t.Context(), org, store.CallFilter{}, after, store.MaxListLimit)
+		if err != nil {
+			t.Fatalf("ListCalls: %v", err)
+		}
+		for _, rec := range page {
+			if n, ok := store.CallbackParty(rec.Call.Direction, rec.Call.Block); ok {
+				byNumber[n] = append(byNumber[n], store.CallbackCallOf(rec.Call))
+			}
+		}
+		if len(page) < store.MaxListLimit {
+			break
+		}
+		p := page[len(page)-1].Call.Position()
+		after = &p
+	}
+	for n, calls := range byNumber {
+		if cb, ok := store.CallbackOf(n, calls, nil, needsAnswer); ok {
+			if cb.Open {
+				open = append(open, cb)
+			} else {
+				closed = append(closed, cb)
+			}
+		}
+	}
+	order := func(a, b store.Callback) int {
+		if c := b.LastMissedAt.Compare(a.LastMissedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Number, a.Number)
+	}
+	slices.SortFunc(open, order)
+	slices.SortFunc(closed, order)
+	return open, closed
+}
+
+// callbackRecomputeTests check that what a store keeps is what recomputing every item from the
+// calls on file gives, however the writes came: the upkeep may skip a number only when the write
+// cannot have changed its item.
+func callbackRecomputeTests() []contractTest {
+	var tests []contractTest
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		tests = append(tests, contractTest{fmt.Sprint("MatchesRecompute/", seed), func(t *testing.T, s store.Store) {
+			cs := asCallbacks(t, s)
+			org := newOrg(t, s)
+			r := rand.New(rand.NewPCG(seed, 48))
+			ws := randomCallbackWrites(r, 40)
+			for len(ws) > 0 {
+				// One to three calls a write, each call once.
+				k := min(1+r.IntN(3), len(ws))
+				var batch []store.CallWrite
+				for _, w := range ws[:k] {
+					if !slices.ContainsFunc(batch, func(b store.CallWrite) bool { return sameKey(b, w) }) {
+						batch = append(batch, w)
+					}
+				}
+				write(t, s, refresh(store.Write{OrgID: org, ReceivedAt: at(5000), Calls: batch}))
+				ws = ws[len(batch):]
+			}
+			// As written, then after the setting's changes recompute every item.
+			for k, needsAnswer := range []bool{false, true, false} {
+				if k > 0 {
+					if err := cs.SetCallbackNeedsAnswer(t.Context(), org, needsAnswer); err != nil {
+						t.Fatalf("SetCallbackNeedsAnswer: %v", err)
+					}
+				}
+				open, closed := recomputedCallbacks(t, cs, org, needsAnswer)
+				how := fmt.Sprintf("needsAnswer=%v", needsAnswer)
+				checkCallbacks(t, how+": open", listAll(t, cs, org, store.CallbackFilter{Open: true}, 7), open)
+				checkCallbacks(t, how+": closed", listAll(t, cs, org, store.CallbackFilter{}, 7), closed)
+			}
+		}})
+	}
+	return tests
+}
+
+// sameKey reports whether a and b write the same call.
+func sameKey(a, b store.CallWrite) bool {
+	return a.Provider == b.Provider && a.ProviderCallID == b.ProviderCallID
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,52 @@ func retentionTests() []contractTest {
 		return p
 	}
 	return []contractTest{
+		{"CallbacksOfPurgedCalls", func(t *testing.T, s store.Store) {
+			// An open item whose misses are purged closes as expired; an item with a miss left
+			// keeps it; an item closed before the purge stays closed as it was.
+			cs := asCallbacks(t, s)
+			org := newOrg(t, s)
+			writeEach(t, s, org, slices.Concat(
+				cbCall{provider: "sip", id: "old-ada", dir: "inbound", party: e164(cbAda), start: 0}.writes(),
+				cbCall{provider: "sip", id: "old-bob", dir: "inbound", party: e164(cbBob), start: 10}.writes(),
+				cbCall{provider: "sip", id: "new-bob", dir: "inbound", party: e164(cbBob), start: 5000}.writes(),
+				cbCall{provider: "sip", id: "old-carla", dir: "inbound", party: e164(cbCarla), start: 20}.writes(),
+				cbCall{provider: "sip", id: "carla-back", dir: "outbound", party: e164(cbCarla), start: 30, ext: "201"}.writes()))
+			// Every call was written at at(1000): a cutoff at at(4000) removes all but new-bob.
+			if p := purge(t, s, org, at(4000), 100); p.Calls != 4 {
+				t.Fatalf("purged %d calls, want 4", p.Calls)
+			}
+			byNumber := map[string]store.Callback{}
+			for _, cb := range slices.Concat(listAll(t, cs, org, store.CallbackFilter{Open: true}, 10),
+				listAll(t, cs, org, store.CallbackFilter{}, 10)) {
+				byNumber[cb.Number] = cb
+			}
+			if cb := byNumber[cbAda]; cb.Open || cb.ClosedBy == nil || cb.ClosedBy.Reason != store.CallbackExpired {
+				t.Errorf("%s after its misses were purged: %+v, want closed as %s", cbAda, cb, store.CallbackExpired)
+			}
+			if cb := byNumber[cbBob]; !cb.Open || cb.MissedCount != 1 || cb.LastCallID != store.CallID(org, "sip", "new-bob") {
+				t.Errorf("%s with a miss left: %+v, want open with that miss", cbBob, cb)
+			}
+			if cb := byNumber[cbCarla]; cb.Open || cb.ClosedBy == nil || cb.ClosedBy.Reason != store.CallbackCalledBack {
+				t.Errorf("%s, called back before the purge: %+v, want closed as %s", cbCarla, cb, store.CallbackCalledBack)
+			}
+			// A new miss opens a new item; a settling call leaves an expired one as it is.
+			writeEach(t, s, org, slices.Concat(
+				cbCall{provider: "sip", id: "ada-again", dir: "inbound", party: e164(cbAda), start: 9000}.writes(),
+				cbCall{provider: "sip", id: "carla-again", dir: "inbound", party: e164(cbCarla), start: 9000, answeredBy: "202"}.writes()))
+			purge(t, s, org, at(8000), 100) // new-bob: Bob's open item expires
+			writeEach(t, s, org, cbCall{provider: "sip", id: "bob-answered", dir: "inbound", party: e164(cbBob), start: 9500,
+				answeredBy: "202"}.writes())
+			open := listAll(t, cs, org, store.CallbackFilter{Open: true}, 10)
+			if len(open) != 1 || open[0].Number != cbAda || open[0].MissedCount != 1 {
+				t.Fatalf("open items after a new miss = %+v, want %s's new item", open, cbAda)
+			}
+			for _, cb := range listAll(t, cs, org, store.CallbackFilter{}, 10) {
+				if cb.Number == cbBob && (cb.ClosedBy == nil || cb.ClosedBy.Reason != store.CallbackExpired) {
+					t.Errorf("%s after an answered call: %+v, want still closed as %s", cbBob, cb, store.CallbackExpired)
+				}
+			}
+		}},
 		{"SettingDefaultsToForever", func(t *testing.T, s store.Store) {
 			org := newOrg(t, s)
 			o, err := s.GetOrg(t.Context(), org)
