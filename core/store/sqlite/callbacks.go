@@ -29,7 +29,7 @@ type cbTouch struct {
 	inbound   bool
 	state     store.State
 	flags     store.Flags
-	// hasItem is true when number has a row in callbacks.
+	// hasItem is true when number has an item the call may change (see hasItemSQL).
 	hasItem bool
 }
 
@@ -49,11 +49,11 @@ func (t *cbTouch) missed() bool {
 // date, in the write's transaction, from what the calls' upserts returned (touches, by the
 // write's call index): it recomputes (store.CallbackOf over the number's calls and dismissals)
 // the item of a number a call was moved from, and of the number a call counts toward when the
-// call is a miss or that number already has a row. Every number with a miss on file has a row,
-// because a miss always recomputes; so a write that skips a number whose calls it changed
-// cannot have changed its item, which is all CallbackOf of calls that settle and no miss. Most
-// writes recompute nothing and run no statement here. It sets CallbacksChanged in results for
-// the calls whose numbers it recomputed.
+// call is a miss or may change that number's item (hasItemSQL). Every number with a miss on
+// file has an item, because a miss always recomputes; so a number skipped has either no miss
+// (and no item to change) or an item closed before the call started, which a call that does
+// not miss leaves as it is. Most writes recompute nothing and run no statement here. It sets
+// CallbacksChanged in results for the calls whose numbers it recomputed.
 func upkeepCallbacks(ctx context.Context, q querier, orgID string, touches []cbTouch, results []store.CallResult) error {
 	var numbers []string
 	for i := range touches {

@@ -96,10 +96,13 @@ func insertCallsSQL(n int) string {
 const callColumns = 24
 
 // hasItemSQL, in a RETURNING clause of a statement on calls, is whether the number the call
-// counts toward on the to-call-back list has a row in callbacks: what decides whether a write
-// that settles a call must recompute that number's item (see upkeepCallbacks).
+// counts toward has a to-call-back item the call may change: an open one, or a closed one that
+// closed at or after the call's start. A call that starts after an item closed settles nothing
+// of it (store.CallbackOf takes the calls in the order they started, and an item closes at or
+// after the start of the step that closes it), so only a miss could: see upkeepCallbacks.
 const hasItemSQL = `CASE WHEN cb_number IS NULL THEN 0
-		ELSE EXISTS (SELECT 1 FROM callbacks b WHERE b.org_id = calls.org_id AND b.number = calls.cb_number) END`
+		ELSE EXISTS (SELECT 1 FROM callbacks b WHERE b.org_id = calls.org_id AND b.number = calls.cb_number
+			AND (b.open OR calls.first_at <= b.closed_at)) END`
 
 // insertEventsSQL appends n events, each unless its dedupe key is on file, and returns the call's
 // number, the dedupe key and the ID of each stored.
