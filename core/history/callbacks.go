@@ -38,8 +38,8 @@ type CallbackItem struct {
 	ClosedBy      *CallbackClosedBy `json:"closedBy"`
 }
 
-// CallbackClosedBy says how an item closed: reason called_back, answered or dismissed, the call
-// that closed it (null for a dismissal) and the extension, when known.
+// CallbackClosedBy says how an item closed: reason called_back, answered, dismissed or expired,
+// the call that closed it (null for a dismissal or an expiry) and the extension, when known.
 type CallbackClosedBy struct {
 	Reason    string  `json:"reason"`
 	CallID    *string `json:"callId"`

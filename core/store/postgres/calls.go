@@ -25,10 +25,13 @@ const writeAttempts = 3
 // row (c), so the block, its position and the direction move together. xmax is 0 only on a row
 // version this statement inserted: an update leaves the updater's lock in xmax. Of writers
 // racing to create one call, exactly one inserts; the others wait for it to commit and update.
-const upsertCallSQL = upsertCallInto + `
-VALUES (` + upsertCallValues + `)
-` + upsertCallConflict + `
-RETURNING id, xmax = 0, clients`
+const upsertCallSQL = `
+WITH c AS (` + upsertCallInto + `
+	VALUES (` + upsertCallValues + `)
+	` + upsertCallConflict + `
+	RETURNING ` + upsertCallReturning + `
+), ` + callbackLockCTE + `
+SELECT c.id, c.created, c.clients, c.cb_moved_from, (SELECT b.number FROM b WHERE b.pending) FROM c`
 
 // The key check, written into each statement it guards: true when a live key has the client
 // ID, secret hash and time bound in its three places, else a call of callwire_key_rejected,
@@ -47,32 +50,35 @@ const (
 const (
 	keyCheckAt1  = keyCheck1 + `$1` + keyCheck2 + `$2` + keyCheck3 + `$3` + keyCheck4
 	keyCheckAt5  = keyCheck1 + `$5` + keyCheck2 + `$6` + keyCheck3 + `$7` + keyCheck4
-	keyCheckAt23 = keyCheck1 + `$23` + keyCheck2 + `$24` + keyCheck3 + `$25` + keyCheck4
-	keyCheckAt33 = keyCheck1 + `$33` + keyCheck2 + `$34` + keyCheck3 + `$35` + keyCheck4
+	keyCheckAt24 = keyCheck1 + `$24` + keyCheck2 + `$25` + keyCheck3 + `$26` + keyCheck4
+	keyCheckAt34 = keyCheck1 + `$34` + keyCheck2 + `$35` + keyCheck3 + `$36` + keyCheck4
 )
 
-// checkedUpsertCallSQL is upsertCallSQL guarded by the key check ($23 client ID, $24 secret
-// hash, $25 time): the check runs once, before the row is formed, and raises CWK01 for a dead
+// checkedUpsertCallSQL is upsertCallSQL guarded by the key check ($24 client ID, $25 secret
+// hash, $26 time): the check runs once, before the row is formed, and raises CWK01 for a dead
 // key, which aborts the batch's transaction. It saves the batch a statement of its own.
-const checkedUpsertCallSQL = upsertCallInto + `
-SELECT ` + upsertCallValues + `
-WHERE ` + keyCheckAt23 + `
-` + upsertCallConflict + `
-RETURNING id, xmax = 0, clients`
+const checkedUpsertCallSQL = `
+WITH c AS (` + upsertCallInto + `
+	SELECT ` + upsertCallValues + `
+	WHERE ` + keyCheckAt24 + `
+	` + upsertCallConflict + `
+	RETURNING ` + upsertCallReturning + `
+), ` + callbackLockCTE + `
+SELECT c.id, c.created, c.clients, c.cb_moved_from, (SELECT b.number FROM b WHERE b.pending) FROM c`
 
 const upsertCallInto = `
 INSERT INTO calls AS c (org_id, id, provider, provider_call_id, direction, state,
 	block, block_sequence, block_at, first_at, last_at, clients, created_at, updated_at,
-	answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations)`
+	answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations, cb_number)`
 
 // upsertCallValues are the parameters of upsertCallInto's columns: $1 organization, $2 id, $3
 // provider, $4 providerCallId, $5 direction, $6 state, $7 block, $8 block sequence, $9 block
 // time, $10 first and $11 last event time, $12 clients, $13 received time (NULL for the
 // database's clock), then the summary (store.Summary): $14 answered time, $15 answered by, $16
 // ended time, $17 flags, $18 and $19 the numbers' keys, $20 and $21 the extensions, $22
-// locations.
+// locations, $23 the number the call counts toward on the to-call-back list ("" for none).
 const upsertCallValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, now()), COALESCE($13, now()),
-	$14, $15, $16, $17, $18, $19, $20, $21, $22`
+	$14, $15, $16, $17, $18, $19, $20, $21, $22, NULLIF($23, '')`
 
 const upsertCallConflict = `ON CONFLICT (org_id, provider, provider_call_id) DO UPDATE SET
 	state = GREATEST(c.state, EXCLUDED.state),
@@ -102,7 +108,49 @@ const upsertCallConflict = `ON CONFLICT (org_id, provider, provider_call_id) DO 
 	to_ext = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
 		THEN EXCLUDED.to_ext ELSE c.to_ext END,
 	locations = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
-		THEN COALESCE(EXCLUDED.locations, c.locations) ELSE c.locations END`
+		THEN COALESCE(EXCLUDED.locations, c.locations) ELSE c.locations END,
+	cb_moved_from = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		AND c.cb_number IS DISTINCT FROM EXCLUDED.cb_number THEN c.cb_number END,
+	cb_number = CASE WHEN (EXCLUDED.block_sequence, EXCLUDED.block_at) >= (c.block_sequence, c.block_at)
+		THEN EXCLUDED.cb_number ELSE c.cb_number END`
+
+// upsertCallReturning is what the upserts return of each call: its id, number and whether this
+// statement created it, its client matches, and for the to-call-back list (callbackLockCTE)
+// its row after the write as the list reads it and the number the write moved it from.
+const upsertCallReturning = `c.provider, c.provider_call_id, c.id, c.call_no, c.xmax = 0 AS created, c.clients, c.updated_at,
+		c.cb_number, c.cb_moved_from, c.direction, c.state, c.flags, c.first_at`
+
+// callbackLockCTE, a CTE named b after a CTE c of upserted calls (upsertCallReturning), locks
+// the to-call-back row of each number the calls count toward, creating it when there is none,
+// and returns those rows; pending is true in a returned row when the write must recompute the
+// number's item (see recomputeCallbacks). A call that is still ringing inbound and unanswered
+// neither misses nor settles, and takes no lock. The rows are locked in the order of their
+// numbers, after the calls: writes lock calls first and numbers second, each in one order, and
+// so cannot deadlock.
+//
+// A number must be recomputed when one of its calls now misses (an ended inbound call nobody
+// took, or one that reached voicemail), or when it has an item that a call may change: an open
+// one, one pending, or one that closed at or after the start of one of the calls (a call that
+// starts after an item closed leaves it as it is, as store.CallbackOf takes calls in the order
+// they started). Every number with a miss has an item, since a miss always recomputes. The
+// decision is ON CONFLICT's, taken on the latest version of the row once any writer holding
+// it has committed, not on the statement's snapshot: of two writes of one number, the second
+// sees the item the first left. The proposed row carries the write's facts: pending, whether a
+// call misses; first_missed_at, the earliest start of the number's calls (the start of the call
+// that created a row without an item; meaningless there).
+const callbackLockCTE = `b AS (
+	INSERT INTO callbacks AS b (org_id, number, pending, first_missed_at)
+	SELECT $1, c.cb_number,
+		bool_or(c.direction = 'inbound' AND c.state >= 3 AND (c.flags & 1 = 0 OR c.flags & 2 <> 0)),
+		min(c.first_at)
+	FROM c
+	WHERE c.cb_number IS NOT NULL AND NOT (c.direction = 'inbound' AND c.state < 3 AND c.flags & 1 = 0)
+	GROUP BY c.cb_number
+	ORDER BY c.cb_number
+	ON CONFLICT (org_id, number) DO UPDATE SET pending = true
+	WHERE b.pending OR EXCLUDED.pending OR b.open OR EXCLUDED.first_missed_at <= b.closed_at
+	RETURNING b.number, b.pending
+)`
 
 // insertEventsSQL appends the events not yet on file and returns the dedupe keys it stored. It
 // runs after upsertCallSQL in the same transaction, as its own statement: its snapshot is taken
@@ -236,11 +284,14 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int, recei
 	defer conn.Release()
 
 	p := s.getWriteParams()
-	var results []store.CallResult
+	var (
+		results   []store.CallResult
+		recompute []string
+	)
 	if len(w.Calls) > 1 {
-		results, err = writeMany(ctx, conn, w, order, received, p)
+		results, recompute, err = writeMany(ctx, conn, w, order, received, p)
 	} else {
-		results, err = s.writeOne(ctx, conn, w, p)
+		results, recompute, err = s.writeOne(ctx, conn, w, p)
 	}
 	s.putWriteParams(p)
 	if err != nil {
@@ -250,6 +301,17 @@ func (s *Store) writeOnce(ctx context.Context, w store.Write, order []int, recei
 		// The write is committed; only its answer is missing. Sent again, it stores nothing
 		// new and is answered in full.
 		return nil, classify(ctx, conn, err)
+	}
+	if len(recompute) > 0 {
+		// The write is committed; its numbers' items follow in a transaction of their own. If
+		// that fails, the write sent again recomputes them: its calls miss again, or the
+		// items it left pending are recomputed by any write of their numbers.
+		if err := recomputeCallbacks(ctx, conn, w.OrgID, recompute, false); err != nil {
+			return nil, classify(ctx, conn, err)
+		}
+		for i := range results {
+			results[i].CallbacksChanged = true
+		}
 	}
 	return results, nil
 }

@@ -400,7 +400,7 @@ func eventSize(e *store.EventWrite) int {
 	return 96 + len(e.ID) + len(e.Type) + len(e.DedupeKey) + len(e.ProviderEventID) + len(e.Body)
 }
 
-// keyCheck writes the three parameters of the key check (keyCheckAt23 and the others): client
+// keyCheck writes the three parameters of the key check (keyCheckAt24 and the others): client
 // ID, secret hash, time.
 func (p *params) keyCheck(c *store.KeyCheck) {
 	p.text(c.ClientID)
@@ -425,7 +425,7 @@ func prepared(ctx context.Context, conn *pgxpool.Conn, p *params, name, sql, wha
 // upsertCall resets p for a write of the one call c whose parameters past the upsert's take
 // about extra bytes beside the events, and writes upsertCallSQL's thirteen parameters.
 func (p *params) upsertCall(w *store.Write, c *store.CallWrite, extra int) {
-	size := 384 + extra + len(w.OrgID) + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients) + len(c.Summary.Locations)
+	size := 384 + extra + len(w.OrgID) + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients) + len(c.Summary.Locations) + len(c.Summary.Callback)
 	for j := range c.Events {
 		size += eventSize(&c.Events[j])
 	}
@@ -445,6 +445,7 @@ func (p *params) upsertCall(w *store.Write, c *store.CallWrite, extra int) {
 	p.json(c.Clients)
 	p.timestamptz(nullTime(w.ReceivedAt))
 	p.summary(&c.Summary)
+	p.text(c.Summary.Callback)
 }
 
 // summary writes the parameters of a call's summary (upsertCallValues' $14 to $22).

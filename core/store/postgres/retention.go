@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/callwire/callwire/core/store"
 )
 
@@ -15,7 +17,8 @@ import (
 // finds it gone and creates it anew. The events go in the same statement, whose foreign key
 // checks run at its end. Events and calls are removed by their numbers as index conditions of
 // the keys (org_id, call_no, dedupe_key) and (org_id, call_no), so a batch reads only its own
-// rows, however many calls the organization has.
+// rows, however many calls the organization has. It returns the counts and the to-call-back
+// numbers of the calls it removed.
 const purgeSQL = `
 WITH due AS (
 	SELECT call_no FROM calls
@@ -30,18 +33,32 @@ WITH due AS (
 ), calls_gone AS (
 	DELETE FROM calls
 	WHERE org_id = $1 AND call_no = ANY (ARRAY(SELECT call_no FROM due))
-	RETURNING 1
+	RETURNING cb_number
 )
-SELECT (SELECT count(*) FROM calls_gone), (SELECT count(*) FROM events_gone)`
+SELECT (SELECT count(*) FROM calls_gone), (SELECT count(*) FROM events_gone),
+	ARRAY(SELECT DISTINCT cb_number FROM calls_gone WHERE cb_number IS NOT NULL)`
 
 // PurgeCalls removes up to limit of the organization's calls whose last activity (the later of
-// last_at and updated_at) is before cutoff, with their events, in one transaction.
+// last_at and updated_at) is before cutoff, with their events, in one transaction, which also
+// recomputes the to-call-back items of the removed calls' numbers (an open one whose misses are
+// all gone closes as expired).
 func (s *Store) PurgeCalls(ctx context.Context, orgID string, cutoff time.Time, limit int) (store.Purged, error) {
 	if limit < 1 {
 		return store.Purged{}, fmt.Errorf("postgres: purge calls: %w: limit %d is below 1", store.ErrInvalid, limit)
 	}
 	var calls, events int64
-	if err := s.queryRow(ctx, purgeSQL, []any{orgID, cutoff.UTC(), limit}, &calls, &events); err != nil {
+	err := s.callbackTx(ctx, func(tx pgx.Tx) error {
+		var numbers []string
+		if err := tx.QueryRow(ctx, purgeSQL, orgID, cutoff.UTC(), limit).Scan(&calls, &events, &numbers); err != nil {
+			return err
+		}
+		if len(numbers) == 0 {
+			return nil
+		}
+		_, err := recomputeIn(ctx, tx, orgID, numbers, true)
+		return err
+	})
+	if err != nil {
 		return store.Purged{}, fmt.Errorf("postgres: purge calls: %w", err)
 	}
 	return store.Purged{Calls: int(calls), Events: int(events)}, nil

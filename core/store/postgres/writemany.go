@@ -18,12 +18,14 @@ import (
 var binaryParams = []int16{1}
 
 // writeManySQL is a Write of several calls as one statement: the calls upserted as
-// upsertCallSQL does, in the order of the arrays, then the events not on file appended to the
-// calls the upsert returned. It returns a row per call (provider, providerCallId, id, created,
-// clients; key NULL), then a row of the number of events it stored (in the key's column; the
-// rest NULL), then, only when that is fewer than it was given, a row per event it stored (call
-// id and dedupe key; the rest NULL). The common write, whose events are all new, so sends no
-// row per event.
+// upsertCallSQL does, in the order of the arrays, their numbers' to-call-back rows locked
+// (callbackLockCTE), then the events not on file appended to the calls the upsert returned. It
+// returns a row per call (provider, providerCallId, id, created, clients, the number the write
+// moved the call from; key NULL), then a row of the number of events it stored (in the key's
+// column; the rest NULL), then, only when that is fewer than it was given, a row per event it
+// stored (call id and dedupe key; the rest NULL), then a row per to-call-back number to
+// recompute (in the last column; the rest NULL). The common write, whose events are all new,
+// so sends no row per event.
 //
 // A statement has one snapshot, taken before the upsert may wait for another writer of a call;
 // the events' ON CONFLICT DO NOTHING still sees that writer's events once it has committed (the
@@ -39,29 +41,32 @@ var binaryParams = []int16{1}
 // providerCallId of their call, $16 id, $17 type, $18 dedupe key, $19 sequence, $20 provider
 // event id, $21 occurredAt, $22 order time, $23 body; the calls' summaries (store.Summary) $24
 // answered time, $25 answered by, $26 ended time, $27 flags, $28 and $29 the numbers' keys, $30
-// and $31 the extensions, $32 locations. checkedWriteManySQL adds the key check, $33 client ID,
-// $34 secret hash, $35 time.
+// and $31 the extensions, $32 locations, $33 the numbers they count toward on the to-call-back
+// list ("" for none). checkedWriteManySQL adds the key check, $34 client ID, $35 secret hash,
+// $36 time.
 const writeManySQL = writeManyCalls + writeManyRest
 
 const checkedWriteManySQL = writeManyCalls + `
-	WHERE ` + keyCheckAt33 + writeManyRest
+	WHERE ` + keyCheckAt34 + writeManyRest
 
 const writeManyCalls = `
 WITH c AS (` + upsertCallInto + `
 	SELECT $1, u.id, u.provider, u.provider_call_id, u.direction, u.state, u.block, u.block_sequence,
 		u.block_at, u.first_at, u.last_at, u.clients, COALESCE(u.received_at, now()), COALESCE(u.received_at, now()),
-		u.answered_at, u.answered_by, u.ended_at, u.flags, u.from_key, u.to_key, u.from_ext, u.to_ext, u.locations
+		u.answered_at, u.answered_by, u.ended_at, u.flags, u.from_key, u.to_key, u.from_ext, u.to_ext, u.locations,
+		NULLIF(u.cb_number, '')
 	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::smallint[], $8::json[], $9::bigint[],
 		$10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::json[], $2::timestamptz[],
 		$24::timestamptz[], $25::text[], $26::timestamptz[], $27::smallint[], $28::text[], $29::text[], $30::text[],
-		$31::text[], $32::json[])
+		$31::text[], $32::json[], $33::text[])
 		AS u(id, provider, provider_call_id, direction, state, block, block_sequence, block_at, first_at, last_at, clients,
-			received_at, answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations)`
+			received_at, answered_at, answered_by, ended_at, flags, from_key, to_key, from_ext, to_ext, locations,
+			cb_number)`
 
 const writeManyRest = `
 	` + upsertCallConflict + `
-	RETURNING c.provider, c.provider_call_id, c.id, c.call_no, c.xmax = 0 AS created, c.clients, c.updated_at
-), e AS (
+	RETURNING ` + upsertCallReturning + `
+), ` + callbackLockCTE + `, e AS (
 	INSERT INTO call_events AS e (org_id, id, call_id, call_no, type, dedupe_key, sequence, provider_event_id,
 		occurred_at, order_at, received_at, body)
 	SELECT $1, n.id, c.id, c.call_no, n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at,
@@ -75,12 +80,14 @@ const writeManyRest = `
 ), n AS (
 	SELECT count(*) AS stored FROM e
 )
-SELECT c.provider, c.provider_call_id, c.id, c.created, c.clients, NULL::text FROM c
+SELECT c.provider, c.provider_call_id, c.id, c.created, c.clients, NULL::text, c.cb_moved_from FROM c
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, n.stored::text FROM n
+SELECT NULL, NULL, NULL, NULL, NULL, n.stored::text, NULL FROM n
 UNION ALL
-SELECT NULL, NULL, e.call_id, NULL, NULL, e.dedupe_key FROM e
-WHERE (SELECT n.stored FROM n) < cardinality($16::text[])`
+SELECT NULL, NULL, e.call_id, NULL, NULL, e.dedupe_key, NULL FROM e
+WHERE (SELECT n.stored FROM n) < cardinality($16::text[])
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, b.number FROM b WHERE b.pending`
 
 // The names writeManySQL and checkedWriteManySQL are prepared under on each connection.
 const (
@@ -93,7 +100,7 @@ const (
 // received[i], when received is not nil, is the time the write of call i arrived (a group's
 // writes arrived apart); otherwise every call's is w.ReceivedAt. The statement's parameters are
 // written into p (see params).
-func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []int, received []time.Time, p *params) ([]store.CallResult, error) {
+func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []int, received []time.Time, p *params) ([]store.CallResult, []string, error) {
 	nc, ne := len(w.Calls), 0
 	size := 256
 	for i := range w.Calls {
@@ -101,7 +108,7 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		ne += len(c.Events)
 		size += 256 + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients) +
 			len(c.Summary.AnsweredBy) + len(c.Summary.FromKey) + len(c.Summary.ToKey) + len(c.Summary.FromExt) +
-			len(c.Summary.ToExt) + len(c.Summary.Locations)
+			len(c.Summary.ToExt) + len(c.Summary.Locations) + len(c.Summary.Callback)
 		for j := range c.Events {
 			size += eventSize(&c.Events[j]) + len(c.Provider) + len(c.ProviderCallID)
 		}
@@ -151,6 +158,7 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	p.textArray(nc, func(k int) string { return call(k).Summary.FromExt })
 	p.textArray(nc, func(k int) string { return call(k).Summary.ToExt })
 	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Summary.Locations })
+	p.textArray(nc, func(k int) string { return call(k).Summary.Callback })
 	name, sql := writeManyName, writeManySQL
 	if w.Check != nil {
 		name, sql = checkedWriteManyName, checkedWriteManySQL
@@ -158,8 +166,9 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	}
 	sd, err := prepared(ctx, conn, p, name, sql, "write")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var recompute []string
 
 	type key struct{ provider, providerCallID string }
 	index := make(map[key]int, nc)
@@ -178,12 +187,19 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 	count, rows := int64(-1), int64(0)
 	var byKey map[[2]string]int
 	// Rows, all columns as text: provider, providerCallId, id, created, clients, dedupe key or
-	// count.
+	// count, to-call-back number.
 	err = p.exec(ctx, conn, sd, func(v [][]byte) error {
-		if len(v) != 6 {
+		if len(v) != 7 {
 			return fmt.Errorf("write returned a row of %d columns", len(v))
 		}
 		switch {
+		case v[2] == nil && v[5] == nil:
+			// A to-call-back number to recompute.
+			if v[6] == nil {
+				return errors.New("write returned an empty row")
+			}
+			recompute = append(recompute, string(v[6]))
+			return nil
 		case v[2] == nil:
 			// The count.
 			if count >= 0 || calls != 0 && calls != nc {
@@ -233,6 +249,7 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		}
 		seen[i] = true
 		calls++
+		recompute = appendText(recompute, v[6])
 		results[i] = store.CallResult{ID: string(v[2]), Created: v[3][0] == 't'}
 		if v[4] != nil {
 			results[i].Clients = append(json.RawMessage(nil), v[4]...)
@@ -240,20 +257,20 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if count < 0 || count < int64(ne) && rows != count {
-		return nil, fmt.Errorf("write returned %d event rows for a count of %d", rows, count)
+		return nil, nil, fmt.Errorf("write returned %d event rows for a count of %d", rows, count)
 	}
 	if w.Check != nil && calls == 0 {
 		// No call row at all: the guard returned false (see keyCheckFalse), the upsert formed
 		// no row, and so no event joined one: nothing was written.
-		return nil, keyCheckFalse()
+		return nil, nil, keyCheckFalse()
 	}
 	k := 0
 	for i := range results {
 		if !seen[i] {
-			return nil, fmt.Errorf("write returned no row for call %q/%q", w.Calls[i].Provider, w.Calls[i].ProviderCallID)
+			return nil, nil, fmt.Errorf("write returned no row for call %q/%q", w.Calls[i].Provider, w.Calls[i].ProviderCallID)
 		}
 		c := &w.Calls[i]
 		r := &results[i]
@@ -267,5 +284,5 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 			k++
 		}
 	}
-	return results, nil
+	return results, recompute, nil
 }

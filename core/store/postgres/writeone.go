@@ -39,25 +39,26 @@ const oneCallName = "callwire_write_one_"
 // oneCallSQL is a write of one call with n events (1 to maxEventRows) as one statement, shaped
 // as writeManySQL is: the call upserted as upsertCallSQL does (checkedUpsertCallSQL when
 // checked), then the events not on file appended to the call the upsert returned. It returns the
-// call's row (id, created, clients; key NULL) and a row per event it stored (its dedupe key; the
-// rest NULL). Parameters: upsertCallSQL's $1 to $22 (and the key check's $23 to $25), then eight
-// a row per event: id, type, dedupe key, sequence, provider event ID, occurredAt, order time,
-// body. Its one snapshot is taken before the upsert may
+// call's row (id, created, clients, the number the write moved the call from; key NULL), a row
+// per event it stored (its dedupe key; the rest NULL), and a row for a to-call-back number to
+// recompute (see callbackLockCTE: its number in the last column; the rest NULL). Parameters:
+// upsertCallSQL's $1 to $23 (and the key check's $24 to $26), then eight a row per event: id,
+// type, dedupe key, sequence, provider event ID, occurredAt, order time, body. Its one snapshot is taken before the upsert may
 // wait for another writer of the call; as with writeManySQL, the events' ON CONFLICT still sees
 // that writer's events once it has committed, and they count as duplicates.
 func oneCallSQL(n int, checked bool) string {
 	var b strings.Builder
 	b.WriteString("\nWITH c AS (" + upsertCallInto)
-	first := 23
+	first := 24
 	if checked {
-		b.WriteString("\n\tSELECT " + upsertCallValues + "\n\tWHERE " + keyCheckAt23 + "\n\t")
-		first = 26
+		b.WriteString("\n\tSELECT " + upsertCallValues + "\n\tWHERE " + keyCheckAt24 + "\n\t")
+		first = 27
 	} else {
 		b.WriteString("\n\tVALUES (" + upsertCallValues + ")\n\t")
 	}
 	b.WriteString(upsertCallConflict + `
-	RETURNING c.id, c.call_no, c.xmax = 0 AS created, c.clients
-), e AS (
+	RETURNING ` + upsertCallReturning + `
+), ` + callbackLockCTE + `, e AS (
 	INSERT INTO call_events AS e (org_id, id, call_id, call_no, type, dedupe_key, sequence, provider_event_id,
 		occurred_at, order_at, received_at, body)
 	SELECT $1, n.id, c.id, c.call_no, n.type, n.dedupe_key, n.sequence, NULLIF(n.provider_event_id, ''), n.occurred_at,
@@ -76,15 +77,18 @@ func oneCallSQL(n int, checked bool) string {
 	ON CONFLICT (org_id, call_no, dedupe_key) DO NOTHING
 	RETURNING e.dedupe_key
 )
-SELECT c.id, c.created, c.clients, NULL::text FROM c
+SELECT c.id, c.created, c.clients, NULL::text, c.cb_moved_from FROM c
 UNION ALL
-SELECT NULL, NULL, NULL, e.dedupe_key FROM e`)
+SELECT NULL, NULL, NULL, e.dedupe_key, NULL FROM e
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, b.number FROM b WHERE b.pending`)
 	return b.String()
 }
 
 // writeOneStatement sends w, which holds one call of 1 to maxEventRows events, as oneCallSQL,
-// and reads its result. The duplicates' IDs are left empty for readDuplicateIDs.
-func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w store.Write, p *params) ([]store.CallResult, error) {
+// and reads its result and the to-call-back numbers to recompute. The duplicates' IDs are left
+// empty for readDuplicateIDs.
+func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w store.Write, p *params) ([]store.CallResult, []string, error) {
 	c := &w.Calls[0]
 	p.upsertCall(&w, c, 0)
 	checked := 0
@@ -107,33 +111,48 @@ func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w sto
 	n := len(c.Events)
 	sd, err := prepared(ctx, conn, p, name+strconv.Itoa(n), s.oneCall[checked][n], "write")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var r store.CallResult
+	var recompute []string
 	calls := 0
 	stored := make([]string, 0, n)
 	err = p.exec(ctx, conn, sd, func(v [][]byte) error {
-		if len(v) != 4 {
+		switch {
+		case len(v) != 5:
 			return errors.New("write: the statement returned a malformed row")
-		}
-		if v[0] != nil {
+		case v[0] != nil:
 			calls++
+			recompute = appendText(recompute, v[4])
 			return readCallRow(v[:3], &r)
-		}
-		if v[3] == nil || len(stored) == n {
+		case v[3] == nil:
+			if v[4] == nil {
+				return errors.New("write: the to-call-back lock returned a malformed row")
+			}
+			recompute = appendText(recompute, v[4])
+			return nil
+		case len(stored) == n:
 			return errors.New("write: the events' insert returned a malformed row")
 		}
 		stored = append(stored, string(v[3]))
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := oneCallRow(calls, w.Check != nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.Events = eventResults(c, stored)
-	return []store.CallResult{r}, nil
+	return []store.CallResult{r}, recompute, nil
+}
+
+// appendText appends v, a text column, to list unless it is NULL.
+func appendText(list []string, v []byte) []string {
+	if v == nil {
+		return list
+	}
+	return append(list, string(v))
 }
 
 // readCallRow reads the upsert's row (id, created, clients, as text) into r.
@@ -175,9 +194,9 @@ func eventResults(c *store.CallWrite, stored []string) []store.EventResult {
 	return out
 }
 
-// writeOne sends w, which holds one call, and reads its result. The duplicates' IDs are left
-// empty for readDuplicateIDs.
-func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write, p *params) ([]store.CallResult, error) {
+// writeOne sends w, which holds one call, and reads its result and the to-call-back numbers to
+// recompute. The duplicates' IDs are left empty for readDuplicateIDs.
+func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write, p *params) ([]store.CallResult, []string, error) {
 	c := &w.Calls[0]
 	if n := len(c.Events); n > 0 && n <= maxEventRows {
 		return s.writeOneStatement(ctx, conn, w, p)
@@ -203,18 +222,18 @@ func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write,
 
 	upsert, err := conn.Conn().Prepare(ctx, upsertName, upsertSQL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := p.checkFrom(0, upsertParams, upsert.ParamOIDs); err != nil {
-		return nil, fmt.Errorf("write: upsert: %w", err)
+		return nil, nil, fmt.Errorf("write: upsert: %w", err)
 	}
 	var insert *pgconn.StatementDescription
 	if insertName != "" {
 		if insert, err = conn.Conn().Prepare(ctx, insertName, insertSQL); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := p.checkFrom(upsertParams, len(p.ends), insert.ParamOIDs); err != nil {
-			return nil, fmt.Errorf("write: events: %w", err)
+			return nil, nil, fmt.Errorf("write: events: %w", err)
 		}
 	}
 
@@ -225,42 +244,50 @@ func (s *Store) writeOne(ctx context.Context, conn *pgxpool.Conn, w store.Write,
 		pl.SendQueryPrepared(insert.Name, values[upsertParams:], binaryParams, nil)
 	}
 	results := make([]store.CallResult, 1)
+	var recompute []string
 	err = pl.Sync()
 	if err == nil {
-		err = readOne(pl, c, insert != nil, w.Check != nil, &results[0])
+		recompute, err = readOne(pl, c, insert != nil, w.Check != nil, &results[0])
 	}
 	if cerr := pl.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return results, nil
+	return results, recompute, nil
 }
 
-// readOne reads writeOne's results into r: the upsert's row (id, created, clients, as text),
-// the stored events' dedupe keys when events were sent, then the pipeline's sync.
-func readOne(pl *pgconn.Pipeline, c *store.CallWrite, events, checked bool, r *store.CallResult) error {
+// readOne reads writeOne's results into r, and returns the to-call-back numbers to recompute:
+// the upsert's row (id, created, clients, the number the call moved from, the number to
+// recompute, as text), the stored events' dedupe keys when events were sent, then the
+// pipeline's sync.
+func readOne(pl *pgconn.Pipeline, c *store.CallWrite, events, checked bool, r *store.CallResult) ([]string, error) {
 	rr, err := nextRows(pl)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rows := 0
+	var recompute []string
 	err = eachRow(rr, func(v [][]byte) error {
 		rows++
-		return readCallRow(v, r)
+		if len(v) != 5 {
+			return errors.New("write: the upsert returned a malformed row")
+		}
+		recompute = appendText(appendText(recompute, v[3]), v[4])
+		return readCallRow(v[:3], r)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := oneCallRow(rows, checked); err != nil {
-		return err
+		return nil, err
 	}
 	r.Events = make([]store.EventResult, len(c.Events))
 	if events {
 		rr, err := nextRows(pl)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var stored []string
 		if err := eachRow(rr, func(v [][]byte) error {
@@ -270,18 +297,18 @@ func readOne(pl *pgconn.Pipeline, c *store.CallWrite, events, checked bool, r *s
 			stored = append(stored, string(v[0]))
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
 		r.Events = eventResults(c, stored)
 	}
 	res, err := pl.GetResults()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, ok := res.(*pgconn.PipelineSync); !ok {
-		return fmt.Errorf("write: expected the pipeline's sync, got %T", res)
+		return nil, fmt.Errorf("write: expected the pipeline's sync, got %T", res)
 	}
-	return nil
+	return recompute, nil
 }
 
 // nextRows returns the pipeline's next result, which must be a statement's rows.

@@ -1,5 +1,4 @@
--- The to-call-back list (docs/history.md, "To call back"); PostgreSQL's store does not keep it
--- yet:
+-- The to-call-back list (docs/history.md, "To call back"):
 --
 --   calls.cb_number   the outside number a call counts toward: an inbound call's caller, an
 --                     outbound or internal call's callee (store.CallbackNumber of that party of
