@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -516,4 +517,59 @@ func callbackRecomputeTests() []contractTest {
 // sameKey reports whether a and b write the same call.
 func sameKey(a, b store.CallWrite) bool {
 	return a.Provider == b.Provider && a.ProviderCallID == b.ProviderCallID
+}
+
+// callbackRaceTests check the list under concurrent writers of one number: a miss and the
+// callback that settles it, written at the same moment by two reporters, must leave the item
+// closed whichever commits first, and a second miss racing a first must count both.
+func callbackRaceTests() []contractTest {
+	return []contractTest{{"RacingWritersOfOneNumber", func(t *testing.T, s store.Store) {
+		cs := asCallbacks(t, s)
+		org := newOrg(t, s)
+		const numbers = 24
+		var writes [][]store.CallWrite
+		for k := range numbers {
+			n := e164(fmt.Sprintf("+1555030%04d", k))
+			miss := cbCall{provider: "sip", id: fmt.Sprint("race-miss-", k), dir: "inbound", party: n, start: 10 * k}
+			back := cbCall{provider: "ringcentral", id: fmt.Sprint("race-back-", k), dir: "outbound", party: n,
+				start: 10*k + 5, ext: "201"}
+			other := cbCall{provider: "asterisk", id: fmt.Sprint("race-miss2-", k), dir: "inbound", party: n, start: 10*k + 1}
+			// Each call whole in one write, as a reporter that sends a call when it ends does.
+			whole := func(c cbCall) []store.CallWrite {
+				ws := c.writes()
+				w := ws[1]
+				w.Events = append(append([]store.EventWrite{}, ws[0].Events...), ws[1].Events...)
+				w.FirstAt = ws[0].FirstAt
+				return []store.CallWrite{w}
+			}
+			writes = append(writes, whole(miss), whole(back), whole(other))
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, len(writes))
+		for i, cw := range writes {
+			w := refresh(store.Write{OrgID: org, ReceivedAt: at(5000), Calls: cw})
+			wg.Go(func() {
+				<-start
+				_, errs[i] = s.WriteCalls(t.Context(), w)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("write %d: %v", i, err)
+			}
+			if err != nil {
+				// A write that lost a race is sent again, as a reporter would.
+				write(t, s, refresh(store.Write{OrgID: org, ReceivedAt: at(5000), Calls: writes[i]}))
+			}
+		}
+		open, closed := recomputedCallbacks(t, cs, org, false)
+		if len(open) != 0 || len(closed) != numbers {
+			t.Fatalf("a recompute gives %d open and %d closed items, want 0 and %d", len(open), len(closed), numbers)
+		}
+		checkCallbacks(t, "open", listAll(t, cs, org, store.CallbackFilter{Open: true}, 50), open)
+		checkCallbacks(t, "closed", listAll(t, cs, org, store.CallbackFilter{}, 50), closed)
+	}}}
 }

@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Ringing", ringingTests()},
 		{"Callbacks", callbackTests()},
 		{"CallbacksRecompute", callbackRecomputeTests()},
+		{"CallbacksRace", callbackRaceTests()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
