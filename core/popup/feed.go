@@ -26,14 +26,16 @@ const DefaultBuffer = 64
 // feed is the delivery end every subscription shares: a bounded channel that is closed once, with
 // the reason it ended.
 type feed struct {
-	ch   chan Popup
-	mu   sync.Mutex
-	done bool
-	err  error
+	ch chan Popup
+	// notices holds at most one pending to-call-back notice.
+	notices chan struct{}
+	mu      sync.Mutex
+	done    bool
+	err     error
 }
 
 func newFeed(buffer int) *feed {
-	return &feed{ch: make(chan Popup, buffer)}
+	return &feed{ch: make(chan Popup, buffer), notices: make(chan struct{}, 1)}
 }
 
 // sendResult is what became of one popup offered to a feed.
@@ -60,6 +62,21 @@ func (f *feed) send(p Popup) sendResult {
 	}
 }
 
+// notify queues a to-call-back notice without waiting; one already pending covers it. It
+// reports whether the feed still runs.
+func (f *feed) notify() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return false
+	}
+	select {
+	case f.notices <- struct{}{}:
+	default: // a notice is pending: the reader will read the list after this write anyway
+	}
+	return true
+}
+
 // end closes the channel with err as the reason; only the first call counts. It reports whether
 // this call ended the feed.
 func (f *feed) end(err error) bool {
@@ -70,6 +87,7 @@ func (f *feed) end(err error) bool {
 	}
 	f.done, f.err = true, err
 	close(f.ch)
+	close(f.notices)
 	return true
 }
 
@@ -143,6 +161,8 @@ type brokerMetrics struct {
 	dropped       prometheus.Counter // popups lost because a subscription's buffer was full
 	malformed     prometheus.Counter // messages on a popup channel that were not a popup
 	subscriptions prometheus.Gauge   // subscriptions running
+	// To-call-back notices: taken by the broker, and failed.
+	noticesPublished, noticesFailed prometheus.Counter
 }
 
 // newBrokerMetrics makes the broker's metrics, labelled broker=kind, and registers them with reg
@@ -155,22 +175,23 @@ func newBrokerMetrics(kind string, reg prometheus.Registerer) (brokerMetrics, er
 		Help:        "Popups handled by the popup broker, by outcome: published, failed (publish failed), repeat (the ringing was published already, so not again), delivered (queued for a subscription), dropped (a subscription's buffer was full), malformed (a message that was not a popup).",
 		ConstLabels: labels,
 	}, []string{"outcome"})
+	notices := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "callwire_broker_callback_notices_total",
+		Help:        "To-call-back notices (an organization's list may have changed) handled by the popup broker, by outcome: published, failed.",
+		ConstLabels: labels,
+	}, []string{"outcome"})
 	subs := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "callwire_broker_subscriptions",
 		Help:        "Popup subscriptions running on this process.",
 		ConstLabels: labels,
 	})
 	if reg != nil {
-		if err := reg.Register(popups); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return brokerMetrics{}, fmt.Errorf("popup: register metrics: %w", err)
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return brokerMetrics{}, fmt.Errorf("popup: register metrics: %w", err)
-			}
-			popups = existing
+		var err error
+		if popups, err = registerCounterVec(reg, popups); err != nil {
+			return brokerMetrics{}, err
+		}
+		if notices, err = registerCounterVec(reg, notices); err != nil {
+			return brokerMetrics{}, err
 		}
 		if err := reg.Register(subs); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -192,7 +213,28 @@ func newBrokerMetrics(kind string, reg prometheus.Registerer) (brokerMetrics, er
 		dropped:       popups.WithLabelValues("dropped"),
 		malformed:     popups.WithLabelValues("malformed"),
 		subscriptions: subs,
+
+		noticesPublished: notices.WithLabelValues("published"),
+		noticesFailed:    notices.WithLabelValues("failed"),
 	}, nil
+}
+
+// registerCounterVec registers c with reg and returns it, or the vector registered already under
+// its name by another broker of the same kind.
+func registerCounterVec(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if !errors.As(err, &are) {
+		return nil, fmt.Errorf("popup: register metrics: %w", err)
+	}
+	existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+	if !ok {
+		return nil, fmt.Errorf("popup: register metrics: %w", err)
+	}
+	return existing, nil
 }
 
 // ctxWatch ends a subscription when its Subscribe context ends, and stops watching once the

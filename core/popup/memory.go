@@ -2,6 +2,7 @@ package popup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -37,6 +38,9 @@ type Memory struct {
 	mu     sync.RWMutex
 	closed bool
 	subs   map[route]map[*memorySub]struct{}
+	// byOrg holds every subscription of an organization, whatever its locations, for its
+	// to-call-back notices.
+	byOrg map[string]map[*memorySub]struct{}
 }
 
 // route is one organization's location.
@@ -59,7 +63,7 @@ func newMemory(o MemoryOptions, now func() time.Time) *Memory {
 		panic(err)
 	}
 	return &Memory{buffer: o.Buffer, metrics: m, claims: newClaimSet(o.ClaimTTL, o.MaxClaims, now),
-		subs: map[route]map[*memorySub]struct{}{}}
+		subs: map[route]map[*memorySub]struct{}{}, byOrg: map[string]map[*memorySub]struct{}{}}
 }
 
 // MayWait reports false: a publish to this broker never waits (a full subscription buffer drops
@@ -116,6 +120,36 @@ func (m *Memory) Publish(ctx context.Context, p Popup) error {
 	return nil
 }
 
+// NotifyCallbacks queues a to-call-back notice for every subscription of orgID, whatever its
+// locations; a subscription with a notice pending already keeps that one. It fails when ctx has
+// ended, when orgID is empty, or when the broker is closed. It never waits.
+func (m *Memory) NotifyCallbacks(ctx context.Context, orgID string) error {
+	if err := ctx.Err(); err != nil {
+		m.metrics.noticesFailed.Inc()
+		return fmt.Errorf("popup: notify: %w", err)
+	}
+	if orgID == "" {
+		m.metrics.noticesFailed.Inc()
+		return errors.New("popup: notify: organization is required")
+	}
+	m.mu.RLock()
+	if m.closed {
+		m.mu.RUnlock()
+		m.metrics.noticesFailed.Inc()
+		return ErrClosed
+	}
+	targets := make([]*memorySub, 0, len(m.byOrg[orgID]))
+	for s := range m.byOrg[orgID] {
+		targets = append(targets, s)
+	}
+	m.mu.RUnlock()
+	m.metrics.noticesPublished.Inc()
+	for _, s := range targets {
+		s.feed.notify()
+	}
+	return nil
+}
+
 // Subscribe starts a subscription to orgID's popups for locations. It fails when ctx has ended,
 // when orgID or locations are empty, or when the broker is closed. The subscription ends when it
 // is closed (Err nil), when ctx ends (Err is ctx's error), or when the broker is closed (Err is
@@ -141,6 +175,10 @@ func (m *Memory) Subscribe(ctx context.Context, orgID string, locations []string
 		}
 		m.subs[r][s] = struct{}{}
 	}
+	if m.byOrg[orgID] == nil {
+		m.byOrg[orgID] = map[*memorySub]struct{}{}
+	}
+	m.byOrg[orgID][s] = struct{}{}
 	m.mu.Unlock()
 	m.metrics.subscriptions.Inc()
 	s.watch(ctx, s.finish)
@@ -167,6 +205,7 @@ func (m *Memory) Close() error {
 		}
 	}
 	m.subs = map[route]map[*memorySub]struct{}{}
+	m.byOrg = map[string]map[*memorySub]struct{}{}
 	m.mu.Unlock()
 	for _, s := range all {
 		s.finish(ErrClosed)
@@ -184,6 +223,10 @@ func (m *Memory) remove(s *memorySub) {
 		if len(m.subs[r]) == 0 {
 			delete(m.subs, r)
 		}
+	}
+	delete(m.byOrg[s.org], s)
+	if len(m.byOrg[s.org]) == 0 {
+		delete(m.byOrg, s.org)
 	}
 }
 
@@ -220,6 +263,9 @@ func (s *memorySub) finish(err error) {
 
 // Popups implements Subscription.
 func (s *memorySub) Popups() <-chan Popup { return s.feed.ch }
+
+// Callbacks implements Subscription.
+func (s *memorySub) Callbacks() <-chan struct{} { return s.feed.notices }
 
 // Err implements Subscription.
 func (s *memorySub) Err() error { return s.feed.reason() }

@@ -69,6 +69,12 @@ type Broker interface {
 	// more) to the returned subscription. Popups published after Subscribe returns are delivered;
 	// earlier ones are not. It fails when the broker cannot be reached.
 	Subscribe(ctx context.Context, orgID string, locations []string) (Subscription, error)
+	// NotifyCallbacks tells every current subscription of orgID, whatever its locations, that
+	// the organization's to-call-back list may have changed and is worth reading again. The
+	// notice carries nothing but that; it is not claimed, so every call delivers. It returns
+	// once the broker has taken the notice, or ctx's error, or the broker's failure; it never
+	// waits for subscribers to read.
+	NotifyCallbacks(ctx context.Context, orgID string) error
 	// Close releases the broker; subscriptions end.
 	Close() error
 }
@@ -81,10 +87,22 @@ type Subscription interface {
 	// subscription ends: after Close, after the Subscribe context ends, or when the broker loses
 	// its connection (then Err says why).
 	Popups() <-chan Popup
+	// Callbacks receives a value after NotifyCallbacks for the subscription's organization, for
+	// notices published after Subscribe returned. Notices coalesce: the channel holds one
+	// pending notice and a notice arriving while one is pending merges into it, so a reader
+	// that falls behind still learns, once, to read the list again, and a burst of writes never
+	// fills a buffer. It is closed when the subscription ends, as Popups is.
+	Callbacks() <-chan struct{}
 	// Err is why the subscription ended, or nil while it runs or after Close.
 	Err() error
 	// Close ends the subscription. It is safe to call more than once.
 	Close() error
+}
+
+// CallbacksChannel is the broker channel carrying an organization's to-call-back notices, to
+// every location's subscriptions.
+func CallbacksChannel(orgID string) string {
+	return "callwire:callbacks:" + orgID
 }
 
 // Channel is the broker channel carrying an organization's popups for one location.

@@ -329,6 +329,59 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 	return nil
 }
 
+// notice is the message on an organization's to-call-back channel: the organization, nothing
+// else.
+type notice struct {
+	OrgID string `json:"orgId"`
+}
+
+// NotifyCallbacks sends a to-call-back notice on CallbacksChannel(orgID), which every
+// subscription of the organization listens on: one PUBLISH, one round trip. It returns once
+// Redis has taken it, or with an error when ctx ends first, when Redis fails or does not answer,
+// when orgID is empty, or when the broker is closed; at once with ErrDown while Redis is known
+// to be down. When ctx has no deadline, the read and write timeouts together bound the call.
+func (r *Redis) NotifyCallbacks(ctx context.Context, orgID string) error {
+	if err := ctx.Err(); err != nil {
+		r.metrics.noticesFailed.Inc()
+		return fmt.Errorf("popup: notify: %w", err)
+	}
+	if orgID == "" {
+		r.metrics.noticesFailed.Inc()
+		return errors.New("popup: notify: organization is required")
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		r.metrics.noticesFailed.Inc()
+		return ErrClosed
+	}
+	if !r.up.Load() {
+		r.metrics.noticesFailed.Inc()
+		return fmt.Errorf("popup: notify: %w", ErrDown)
+	}
+	data, err := json.Marshal(notice{OrgID: orgID})
+	if err != nil {
+		r.metrics.noticesFailed.Inc()
+		return fmt.Errorf("popup: notify: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.opts.ReadTimeout+r.opts.WriteTimeout)
+		defer cancel()
+	}
+	if err := r.client.Publish(ctx, CallbacksChannel(orgID), data).Err(); err != nil {
+		r.metrics.noticesFailed.Inc()
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			r.down(err)
+		}
+		return fmt.Errorf("popup: notify on redis: %w", err)
+	}
+	r.setUp(true, nil)
+	r.metrics.noticesPublished.Inc()
+	return nil
+}
+
 // Subscribe listens on orgID's channels for locations and returns once Redis has confirmed every
 // one, so that popups published after it returns are delivered. It fails when ctx ends, when
 // orgID or locations are empty, when the broker is closed, at once with ErrDown while Redis is
@@ -352,10 +405,11 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 	if !r.up.Load() {
 		return nil, fmt.Errorf("popup: subscribe: %w", ErrDown)
 	}
-	channels := make([]string, len(locs))
+	channels := make([]string, len(locs), len(locs)+1)
 	for i, l := range locs {
 		channels[i] = Channel(orgID, l)
 	}
+	channels = append(channels, CallbacksChannel(orgID))
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &redisSub{
 		r: r, org: orgID, locations: locs, feed: newFeed(r.opts.Buffer),
@@ -506,6 +560,16 @@ func (s *redisSub) fail(err error) {
 
 // handle decodes one message and queues it, once per publish.
 func (s *redisSub) handle(m *redis.Message) {
+	if m.Channel == CallbacksChannel(s.org) {
+		var n notice
+		if err := json.Unmarshal([]byte(m.Payload), &n); err != nil || n.OrgID != s.org {
+			s.r.metrics.malformed.Inc()
+			s.r.log.Warn("malformed to-call-back notice dropped", "channel", m.Channel, "error", err)
+			return
+		}
+		s.feed.notify()
+		return
+	}
 	var p Popup
 	if err := json.Unmarshal([]byte(m.Payload), &p); err != nil || p.OrgID != s.org || p.ID == "" {
 		s.r.metrics.malformed.Inc()
@@ -584,6 +648,9 @@ func (s *redisSub) finish(err error) bool {
 
 // Popups implements Subscription.
 func (s *redisSub) Popups() <-chan Popup { return s.feed.ch }
+
+// Callbacks implements Subscription.
+func (s *redisSub) Callbacks() <-chan struct{} { return s.feed.notices }
 
 // Err implements Subscription.
 func (s *redisSub) Err() error { return s.feed.reason() }

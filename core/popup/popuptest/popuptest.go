@@ -144,6 +144,9 @@ func Run(t *testing.T, newBroker func(t *testing.T) popup.Broker) {
 		{"RepeatsPublishOnce", testRepeatsOnce},
 		{"ConcurrentRepeatsPublishOnce", testConcurrentRepeats},
 		{"FailedPublishClaimsNothing", testFailedPublishClaimsNothing},
+		{"CallbacksNoticeReachesTheOrganizationOnly", testCallbacksRouting},
+		{"CallbacksNoticesCoalesce", testCallbacksCoalesce},
+		{"CallbacksNoticeRefusals", testCallbacksRefusals},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -301,6 +304,9 @@ func testSubscriptionClose(t *testing.T, b popup.Broker) {
 		t.Fatalf("second close: %v", err)
 	}
 	Ended(t, s)
+	if _, ok := <-s.Callbacks(); ok {
+		t.Error("a closed subscription delivered a to-call-back notice")
+	}
 	if err := s.Err(); err != nil {
 		t.Errorf("Err after Close = %v, want nil", err)
 	}
@@ -581,4 +587,110 @@ func testFailedPublishClaimsNothing(t *testing.T, b popup.Broker) {
 	// The failed copy did not claim the ringing: the retry publishes it.
 	publish(t, b, Sample(org, "retried", "main"))
 	expect(t, s, "retried")
+}
+
+// notify sends a to-call-back notice for org, failing t on an error.
+func notify(t *testing.T, b popup.Broker, org string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Wait)
+	defer cancel()
+	if err := b.NotifyCallbacks(ctx, org); err != nil {
+		t.Fatalf("notify %s: %v", org, err)
+	}
+}
+
+// pendingNotice reports whether s holds a to-call-back notice not yet read, taking it. Call it
+// once a popup published after the notices in question has been received: a broker delivers a
+// subscription's messages in the order they were sent.
+func pendingNotice(t *testing.T, s popup.Subscription) bool {
+	t.Helper()
+	select {
+	case _, ok := <-s.Callbacks():
+		if !ok {
+			t.Fatalf("subscription ended: %v", s.Err())
+		}
+		return true
+	default:
+		return false
+	}
+}
+
+// receiveNotice waits up to Wait for a to-call-back notice on s.
+func receiveNotice(t *testing.T, s popup.Subscription) {
+	t.Helper()
+	select {
+	case _, ok := <-s.Callbacks():
+		if !ok {
+			t.Fatalf("subscription ended (err %v), want a to-call-back notice", s.Err())
+		}
+	case <-time.After(Wait):
+		t.Fatalf("no to-call-back notice within %v", Wait)
+	}
+}
+
+func testCallbacksRouting(t *testing.T, b popup.Broker) {
+	org, other := OrgID(t), OrgID(t)
+	front := subscribe(t, b, org, "front")
+	both := subscribe(t, b, org, "back", "annex")
+	theirs := subscribe(t, b, other, "front")
+
+	// A notice is the organization's, whatever the locations: every subscription of it hears.
+	notify(t, b, org)
+	receiveNotice(t, front)
+	receiveNotice(t, both)
+	// Another organization's subscription hears nothing: the marker published after the notice
+	// arrives with no notice before it.
+	publish(t, b, Sample(other, "marker", "front"))
+	expect(t, theirs, "marker")
+	if pendingNotice(t, theirs) {
+		t.Error("another organization's subscription received the notice")
+	}
+	// A notice never arrives as a popup, and popups still flow.
+	publish(t, b, Sample(org, "after", "front"))
+	expect(t, front, "after")
+	notify(t, b, other)
+	receiveNotice(t, theirs)
+}
+
+func testCallbacksCoalesce(t *testing.T, b popup.Broker) {
+	org := OrgID(t)
+	s := subscribe(t, b, org, "main")
+	for range 50 {
+		notify(t, b, org)
+	}
+	publish(t, b, Sample(org, "marker", "main"))
+	expect(t, s, "marker")
+	// Fifty notices unread are one notice pending, and nothing after it.
+	if !pendingNotice(t, s) {
+		t.Fatal("no notice pending after 50 notices")
+	}
+	if pendingNotice(t, s) {
+		t.Error("a second notice pending: notices must coalesce")
+	}
+	// A notice after the reader took the pending one arrives again.
+	notify(t, b, org)
+	receiveNotice(t, s)
+}
+
+func testCallbacksRefusals(t *testing.T, b popup.Broker) {
+	org := OrgID(t)
+	if err := b.NotifyCallbacks(t.Context(), ""); err == nil {
+		t.Error("NotifyCallbacks without an organization succeeded")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := b.NotifyCallbacks(ctx, org); !errors.Is(err, context.Canceled) {
+		t.Errorf("NotifyCallbacks with a cancelled context: %v, want it to wrap context.Canceled", err)
+	}
+	s := subscribe(t, b, org, "main")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	Ended(t, s)
+	if _, ok := <-s.Callbacks(); ok {
+		t.Error("a subscription of a closed broker delivered a notice")
+	}
+	if err := b.NotifyCallbacks(t.Context(), org); err == nil {
+		t.Error("NotifyCallbacks on a closed broker succeeded")
+	}
 }
