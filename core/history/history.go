@@ -82,11 +82,13 @@ func (s *Service) Prepare(ctx context.Context, orgID string, params url.Values, 
 	return Query{orgID: orgID, q: lq, loc: loc, country: org.Region.Country}, nil
 }
 
-// Page is one page of a list: its calls, newest first, and the cursor of the next page, nil
-// when there is none.
+// Page is one page of a list: its calls, newest first, the cursor of the next page (nil when
+// there is none), and the organization's time zone (IANA), in which the dates of from and until
+// are read and a client shows local times.
 type Page struct {
-	Items []Item  `json:"items"`
-	Next  *string `json:"next"`
+	Items    []Item  `json:"items"`
+	Next     *string `json:"next"`
+	TimeZone string  `json:"timeZone"`
 }
 
 // Page reads the page q asks for.
@@ -95,7 +97,7 @@ func (s *Service) Page(ctx context.Context, q Query) (Page, error) {
 	if err != nil {
 		return Page{}, wrap("list calls", err)
 	}
-	p := Page{Items: make([]Item, 0, min(len(recs), q.q.limit))}
+	p := Page{Items: make([]Item, 0, min(len(recs), q.q.limit)), TimeZone: q.loc.String()}
 	for i := range recs {
 		if i == q.q.limit {
 			next := encodeCursor(recs[i-1].Call.Position(), q.q.scope)

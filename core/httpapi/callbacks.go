@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -73,7 +74,23 @@ func (a *api) dismissCallback(c *fiber.Ctx) error {
 	if err != nil {
 		return a.callbackFailure(c, tr, err)
 	}
+	a.noticeCallbacks(c.UserContext(), tr, p.OrgID)
 	return c.JSON(it)
+}
+
+// noticeCallbacks tells the organization's desks that its to-call-back list changed, within
+// NoticeTimeout. A failure is logged: the dismissal stands, and desks read the list again when
+// they reconnect.
+func (a *api) noticeCallbacks(ctx context.Context, tr, orgID string) {
+	if a.o.Notices == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.o.NoticeTimeout)
+	defer cancel()
+	if err := a.o.Notices.NotifyCallbacks(ctx, orgID); err != nil {
+		a.log.Warn("to-call-back notice missed; desks read the list again when they reconnect",
+			"trace_id", tr, "org_id", orgID, "error", err)
+	}
 }
 
 // callbackFailure answers a to-call-back request that failed.

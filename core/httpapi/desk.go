@@ -13,9 +13,10 @@ const DeskPath = "/desk"
 
 // DeskCSP is the Content-Security-Policy of the front desk page and its files: scripts, styles,
 // images and connections from the service itself only, nothing inline, no framing, no forms
-// submitted anywhere.
+// submitted anywhere. Audio and video may come from any http or https address: a call's
+// recordings stay where the phone system keeps them, and the Calls view plays them from there.
 const DeskCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
-	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	"media-src 'self' http: https:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // deskFiles holds the page and its assets, built into the binary. It is read-only.
 //

@@ -96,6 +96,11 @@ type Options struct {
 	// History serves the call history (GET /api/v1/calls, /api/v1/calls/{id}); nil leaves it
 	// unserved (404).
 	History History
+	// Notices, when not nil, is told after each dismissal that the organization's to-call-back
+	// list changed, so that every desk reads it again (a popup.Broker satisfies it).
+	Notices ingest.Notifier
+	// NoticeTimeout bounds sending that notice. Default 500ms.
+	NoticeTimeout time.Duration
 	// StreamContext is the parent of every popup stream and CSV export, which outlive their
 	// request. Cancel it
 	// when shutdown begins, so that open streams end and the shutdown does not wait for them;
@@ -135,6 +140,9 @@ func New(o Options) (*fiber.App, error) {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 15 * time.Second
+	}
+	if o.NoticeTimeout <= 0 {
+		o.NoticeTimeout = 500 * time.Millisecond
 	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = 2 * time.Second

@@ -160,7 +160,7 @@ func (a *api) streamPopups(c *fiber.Ctx) error {
 	}
 	s := &stream{
 		a: a, ctx: sctx, sub: sub, creds: creds, principal: p, locations: locs, trace: tr,
-		conn: c.Context().Conn(), started: time.Now(),
+		conn: c.Context().Conn(), started: time.Now(), readsCalls: p.Allows(auth.ScopeCallsRead),
 	}
 	a.streams.open.Inc()
 	a.log.Info("popup stream opened", "trace_id", tr, "org_id", p.OrgID, "client_id", p.ClientID, "locations", locs)
@@ -194,7 +194,14 @@ type stream struct {
 	w         *bufio.Writer
 	started   time.Time
 	sent      int
+	// readsCalls is whether the key, as last read, holds org.calls.read: only such a stream is
+	// told when the to-call-back list changes.
+	readsCalls bool
 }
+
+// callbacksEvent is what a stream sends when the organization's to-call-back list may have
+// changed: no personal data, only what to read again.
+const callbacksEvent = "event: callbacks\ndata: {\"reread\":\"" + CallbacksPath + "\"}\n\n"
 
 // run writes the stream until it ends, then logs and counts why it ended.
 func (s *stream) run() {
@@ -208,10 +215,16 @@ func (s *stream) run() {
 // loop writes the prelude, then each popup as it comes and a heartbeat comment every heartbeat,
 // re-reading the key at each heartbeat. It returns why the stream ended.
 func (s *stream) loop() (reason string, err error) {
+	scopes := slices.Clone(s.principal.Scopes)
+	if scopes == nil {
+		scopes = []string{}
+	}
+	slices.Sort(scopes)
 	ready, _ := marshalNoEscape(struct {
 		Locations   []string `json:"locations"`
 		HeartbeatMs int64    `json:"heartbeatMs"`
-	}{s.locations, s.a.o.Heartbeat.Milliseconds()})
+		Scopes      []string `json:"scopes"`
+	}{s.locations, s.a.o.Heartbeat.Milliseconds(), scopes})
 	prelude := "retry: " + strconv.FormatInt(StreamRetry.Milliseconds(), 10) + "\n\nevent: ready\ndata: " + string(ready) + "\n\n"
 	if err := s.write([]byte(prelude)); err != nil {
 		return "client_gone", err
@@ -252,6 +265,19 @@ func (s *stream) loop() (reason string, err error) {
 			}
 			s.sent++
 			s.a.streams.popups.Inc()
+		case _, ok := <-s.sub.Callbacks():
+			if !ok {
+				if s.ctx.Err() != nil {
+					return "shutdown", nil
+				}
+				return "subscription_ended", s.sub.Err()
+			}
+			if !s.readsCalls {
+				continue
+			}
+			if err := s.write([]byte(callbacksEvent)); err != nil {
+				return "client_gone", err
+			}
 		case now := <-beat.C:
 			if refusal := s.recheck(); refusal != nil {
 				body, _ := marshalNoEscape(refusal)
@@ -295,6 +321,7 @@ func (s *stream) recheck() *failure {
 		err = auth.RequireScopes(p, auth.ScopePopupsRead)
 	}
 	if err == nil {
+		s.readsCalls = p.Allows(auth.ScopeCallsRead)
 		return nil
 	}
 	var ae *auth.Error

@@ -51,6 +51,14 @@ type Publisher interface {
 	Publish(ctx context.Context, p popup.Popup) error
 }
 
+// Notifier tells an organization's desks that its to-call-back list may have changed, so that
+// they read it again. A popup.Broker satisfies it.
+type Notifier interface {
+	// NotifyCallbacks sends the notice; an error means the desks missed it, and never fails the
+	// request.
+	NotifyCallbacks(ctx context.Context, orgID string) error
+}
+
 // Writer is the part of the store the pipeline needs.
 type Writer interface {
 	WriteCalls(ctx context.Context, w store.Write) ([]store.CallResult, error)
@@ -62,12 +70,15 @@ type Options struct {
 	Writer    Writer
 	Lookup    CallerLookup // nil: callers stay unknown
 	Publisher Publisher    // nil: popups are dropped
-	Logger    *slog.Logger // nil: discard
+	// Notifier receives one notice per write that may have changed the organization's
+	// to-call-back list (a store.CallResult with CallbacksChanged); nil sends none.
+	Notifier Notifier
+	Logger   *slog.Logger // nil: discard
 	// Registerer receives the pipeline's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 	// LookupTimeout bounds the caller lookups of a request, which start together; default 800ms.
 	LookupTimeout time.Duration
-	// PublishTimeout bounds publishing a popup; default 500ms.
+	// PublishTimeout bounds publishing a popup, and a to-call-back notice; default 500ms.
 	PublishTimeout time.Duration
 	// WriteTimeout bounds the store write; past it the request answers 503. Default 10s.
 	WriteTimeout time.Duration
@@ -92,6 +103,9 @@ type metrics struct {
 	lookups       *prometheus.CounterVec
 	unavailable   prometheus.Counter
 	writeDuration prometheus.Histogram
+	// To-call-back notices by outcome: published, failed.
+	notices                         *prometheus.CounterVec
+	noticesPublished, noticesFailed prometheus.Counter
 
 	// The counters of the vectors above, resolved once for every label value the service uses:
 	// a request counts each of its events, rings and lookups, and resolving a label value takes
@@ -111,6 +125,7 @@ func (m *metrics) resolve() {
 	}
 	m.published, m.missed, m.repeat = m.popups.WithLabelValues("published"), m.popups.WithLabelValues("missed"), m.popups.WithLabelValues("repeat")
 	m.late, m.dropped = m.popups.WithLabelValues("late"), m.popups.WithLabelValues("dropped")
+	m.noticesPublished, m.noticesFailed = m.notices.WithLabelValues("published"), m.notices.WithLabelValues("failed")
 	m.lookup = map[popup.LookupOutcome]prometheus.Counter{}
 	for _, o := range []popup.LookupOutcome{popup.LookupMatched, popup.LookupNoMatch, popup.LookupSkipped, popup.LookupFailed, popup.LookupNotSet} {
 		m.lookup[o] = m.lookups.WithLabelValues(string(o))
@@ -186,10 +201,13 @@ func New(o Options) (*Service, error) {
 			Name: "callwire_store_write_seconds", Help: "Time of the atomic store write per request.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
+		notices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callwire_callback_notices_total", Help: "To-call-back notices sent to desks after writes that may have changed an organization's list, by outcome: published, failed.",
+		}, []string{"outcome"}),
 	}
 	m.resolve()
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.events, m.duplicates, m.callsCreated, m.popups, m.lookups, m.unavailable, m.writeDuration} {
+		for _, c := range []prometheus.Collector{m.events, m.duplicates, m.callsCreated, m.popups, m.lookups, m.unavailable, m.writeDuration, m.notices} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("ingest: register metrics: %w", err)
 			}
@@ -285,6 +303,12 @@ func (s *Service) Ingest(ctx context.Context, orgID, traceID string, events []ev
 	}
 	if len(results) != len(calls) {
 		return Result{}, fmt.Errorf("ingest: store returned %d results for %d calls", len(results), len(calls))
+	}
+	for i := range results {
+		if results[i].CallbacksChanged {
+			s.notify(ctx, log, orgID)
+			break
+		}
 	}
 	return s.result(log, events, calls, results)
 }
@@ -589,6 +613,26 @@ func (s *Service) publish(ctx context.Context, log reqLog, p popup.Popup, waits 
 	default:
 		s.metrics.published.Inc()
 	}
+}
+
+// notify tells orgID's desks, once for the write, that its to-call-back list may have changed,
+// within PublishTimeout when the notifier may wait. A failure is logged and counted: the write
+// stands, and desks read the list again when they reconnect.
+func (s *Service) notify(ctx context.Context, log reqLog, orgID string) {
+	if s.opts.Notifier == nil {
+		return
+	}
+	if mayWait(ctx, s.opts.Notifier, orgID) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.PublishTimeout)
+		defer cancel()
+	}
+	if err := s.opts.Notifier.NotifyCallbacks(ctx, orgID); err != nil {
+		s.metrics.noticesFailed.Inc()
+		log.warn("to-call-back notice missed; desks read the list again when they reconnect", "error", err)
+		return
+	}
+	s.metrics.noticesPublished.Inc()
 }
 
 func (s *Service) result(log reqLog, events []event.Parsed, calls []*plannedCall, results []store.CallResult) (Result, error) {

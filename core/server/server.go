@@ -174,6 +174,7 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 		Writer:     o.Store,
 		Lookup:     o.Lookup,
 		Publisher:  publisher,
+		Notifier:   broker,
 		Logger:     o.Logger,
 		Registerer: reg,
 		// Each lookup is bounded by its organization's timeout; this is only the outer cap.
@@ -214,6 +215,8 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 		RetryAfter:     c.Server.RetryAfter,
 		Popups:         broker,
 		History:        hist,
+		Notices:        broker,
+		NoticeTimeout:  c.Ingest.PublishTimeout,
 		OpenAPI:        apidoc.OpenAPI(),
 		Heartbeat:      c.Popups.Heartbeat,
 		StreamContext:  streams,

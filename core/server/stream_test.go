@@ -15,6 +15,7 @@ import (
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/server"
+	"github.com/callwire/callwire/core/store"
 )
 
 // streamHeartbeat is the heartbeat of the servers these tests start: short, so that a revoked
@@ -303,4 +304,58 @@ func TestPopupStreamAcrossReplicas(t *testing.T) {
 	if p := s.popup(); p.ProviderCallID != "cross-replica" || p.OrgID != a.org || p.CallID != r.body.Calls[0].ID {
 		t.Errorf("replica B's desk got %+v", p)
 	}
+}
+
+func TestCallbacksStream(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := start(t, b.db(t), withBroker)
+		if _, ok := e.st.(store.CallbackStore); !ok {
+			t.Skipf("SKIPPED: the %s store does not implement store.CallbackStore", b.name)
+		}
+		deskID, deskSecret := e.newKey(e.org, nil, auth.ScopePopupsRead, auth.ScopeCallsRead, auth.ScopeCallbacksWrite)
+		popupsOnlyID, popupsOnlySecret := e.newKey(e.org, nil, auth.ScopePopupsRead)
+		other := e.newOrg("Hillside Clinic")
+		otherID, otherSecret := e.newKey(other, nil, auth.ScopePopupsRead, auth.ScopeCallsRead)
+
+		// A desk of another location hears of the list too: it is the organization's.
+		desk := e.stream(deskID, deskSecret, "?locations=back")
+		if ev := desk.next(); ev.Event != "ready" || !strings.Contains(ev.Data, `"scopes":["org.callbacks.write","org.calls.read","org.popups.read"]`) {
+			t.Fatalf("first event %+v, want ready naming the key's scopes", ev)
+		}
+		popupsOnly := e.stream(popupsOnlyID, popupsOnlySecret, "?locations=back")
+		popupsOnly.ready()
+		theirs := e.stream(otherID, otherSecret, "?locations=back")
+		theirs.ready()
+
+		expectNotice := func(what string) {
+			t.Helper()
+			ev := desk.next()
+			if ev.Event != "callbacks" || ev.Data != `{"reread":"/api/v1/callbacks"}` || ev.ID != "" {
+				t.Fatalf("%s: got %+v, want a callbacks event", what, ev)
+			}
+		}
+		// A missed call opens an item: one notice for the write of its two events.
+		r := e.post(batch(historyEvent("call_received", "missed", "inbound", 1, "2026-07-01T09:00:00Z", ""),
+			historyEvent("call_missed", "missed", "inbound", 2, "2026-07-01T09:00:20Z", "")))
+		if r.status != http.StatusCreated {
+			t.Fatalf("post: %d %s", r.status, r.raw)
+		}
+		expectNotice("a missed call")
+		// A call from an extension to an extension cannot change the list: no notice.
+		r = e.post(`{"type":"call_placed","providerCallId":"internal","occurredAt":"2026-07-01T09:05:00Z",
+			"call":{"direction":"internal","from":{"kind":"extension","extension":"201"},"to":{"kind":"extension","extension":"202"}}}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("post: %d %s", r.status, r.raw)
+		}
+		// A dismissal closes the item: another notice, and the internal call sent none before it.
+		r = e.do("POST", "/api/v1/callbacks/%2B15550100111/dismiss", "", "Client-ID", deskID, "Client-Secret", deskSecret)
+		if r.status != http.StatusOK {
+			t.Fatalf("dismiss: %d %s", r.status, r.raw)
+		}
+		expectNotice("a dismissal")
+		desk.quiet(300 * time.Millisecond)
+		// A key that cannot read the list is not told, nor is another organization.
+		popupsOnly.quiet(100 * time.Millisecond)
+		theirs.quiet(100 * time.Millisecond)
+	})
 }
