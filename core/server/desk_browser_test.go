@@ -561,6 +561,7 @@ func TestDeskHistoryViewsInBrowser(t *testing.T) {
 
 	// Dismissing Mary takes her off the list.
 	b.step("open To call back", chromedp.Click("#tab-callbacks"))
+	b.until("Mary's Dismiss button", `document.querySelector('#callbacks-list .row[data-number="+447700900789"] .dismiss') !== null`)
 	b.step("dismiss Mary", chromedp.Click(`#callbacks-list .row[data-number="+447700900789"] .dismiss`))
 	b.until("Mary off the list", `!document.getElementById("callbacks-list").textContent.includes("Mary Somerville") && !document.getElementById("callbacks-empty").hidden`)
 

@@ -612,6 +612,16 @@
     return h ? `${h}:${pad(m)}:${pad(s % 60)}` : `${m}:${pad(s % 60)}`;
   }
 
+  // renderRows shows items in list, one row each from make, and leaves the rows as they are when
+  // the items (and extra) have not changed: a list read again after a notice then does not
+  // move a row, or a button, from under the receptionist's pointer.
+  function renderRows(list, items, make, extra) {
+    const key = JSON.stringify([orgZone, extra === undefined ? null : extra, items]);
+    if (list.dataset.key === key && list.children.length === items.length) return;
+    list.dataset.key = key;
+    list.replaceChildren(...items.map((it) => make(it)));
+  }
+
   // ---- Calls ----
 
   const OUTCOMES = {
@@ -677,8 +687,12 @@
     const t = new Date();
     $('calls-day').textContent = `${format({ weekday: 'long', day: 'numeric', month: 'long' }).format(t)} \u00b7 times in ${orgZone || 'UTC'}`;
     const list = $('calls-list');
-    if (!more) list.replaceChildren();
-    for (const c of r.body.items) if (c && typeof c === 'object') list.append(callRow(c));
+    const items = r.body.items.filter((c) => c && typeof c === 'object');
+    if (more) {
+      for (const c of items) list.append(callRow(c));
+    } else {
+      renderRows(list, items, callRow);
+    }
     callsNext = typeof r.body.next === 'string' ? r.body.next : null;
     $('calls-more').hidden = !callsNext;
     $('calls-empty').hidden = list.children.length > 0;
@@ -945,8 +959,7 @@
 
   function renderCallbacks() {
     const list = $('callbacks-list');
-    list.replaceChildren();
-    for (const it of callbacksItems) list.append(callbackRow(it));
+    renderRows(list, callbacksItems, callbackRow, canDismiss());
     $('callbacks-empty').hidden = list.hidden || callbacksItems.length > 0 || !$('callbacks-message').hidden;
     $('callbacks-more').hidden = !callbacksNext;
     setCallbacksCount(callbacksItems.length);
