@@ -231,6 +231,7 @@ func (s *stream) loop() (reason string, err error) {
 	}
 	beat := time.NewTicker(s.a.o.Heartbeat)
 	defer beat.Stop()
+	notices := s.sub.Callbacks()
 	var buf []byte
 	for {
 		select {
@@ -265,12 +266,12 @@ func (s *stream) loop() (reason string, err error) {
 			}
 			s.sent++
 			s.a.streams.popups.Inc()
-		case _, ok := <-s.sub.Callbacks():
+		case _, ok := <-notices:
 			if !ok {
-				if s.ctx.Err() != nil {
-					return "shutdown", nil
-				}
-				return "subscription_ended", s.sub.Err()
+				// The subscription ended: its popups channel, closed with it, says why once the
+				// popups queued before the end are written.
+				notices = nil
+				continue
 			}
 			if !s.readsCalls {
 				continue
