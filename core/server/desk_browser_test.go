@@ -289,6 +289,24 @@ func (b *browser) until(what, expr string) {
 	}
 }
 
+// click clicks the element sel names. A list the page draws again (a notice came) may replace
+// the element between finding it and clicking it; then the click is tried again, up to three
+// times.
+func (b *browser) click(what, sel string) {
+	b.t.Helper()
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+		err := chromedp.Do(sctx, chromedp.Click(sel))
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt == 3 {
+			b.t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
 // waitText waits until the page shows text.
 func (b *browser) waitText(text string) {
 	b.t.Helper()
@@ -541,7 +559,8 @@ func TestDeskHistoryViewsInBrowser(t *testing.T) {
 	b.until("the five calls again", rows+` === 5`)
 
 	// A click on Ada's call opens its timeline, and its recording plays in the page.
-	b.step("open Ada's call", chromedp.Click(fmt.Sprintf(`#calls-list .row[data-id=%q]`, adaCall)), chromedp.WaitVisible("#call-detail"))
+	b.click("open Ada's call", fmt.Sprintf(`#calls-list .row[data-id=%q]`, adaCall))
+	b.step("open Ada's call", chromedp.WaitVisible("#call-detail"))
 	b.until("Ada's timeline", `document.querySelectorAll("#detail-timeline .tl").length === 4`)
 	timeline := eval[string](b, `document.getElementById("call-detail").textContent`)
 	for _, want := range []string{"Ada Lovelace", "Rang", "Answered", "by 201", "Ended", "talk 1:35", "Recorded", "call_answered:2", "c-42"} {
@@ -562,7 +581,7 @@ func TestDeskHistoryViewsInBrowser(t *testing.T) {
 	// Dismissing Mary takes her off the list.
 	b.step("open To call back", chromedp.Click("#tab-callbacks"))
 	b.until("Mary's Dismiss button", `document.querySelector('#callbacks-list .row[data-number="+447700900789"] .dismiss') !== null`)
-	b.step("dismiss Mary", chromedp.Click(`#callbacks-list .row[data-number="+447700900789"] .dismiss`))
+	b.click("dismiss Mary", `#callbacks-list .row[data-number="+447700900789"] .dismiss`)
 	b.until("Mary off the list", `!document.getElementById("callbacks-list").textContent.includes("Mary Somerville") && !document.getElementById("callbacks-empty").hidden`)
 
 	// A key that reads the history but may not dismiss: no Dismiss button.
