@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := bin/callwire
 PKGS  := ./...
 
-.PHONY: run build test vet fmt-check tidy-check bench bench-sip fuzz proto clean
+.PHONY: run build test vet fmt-check tidy-check bench bench-read bench-sip fuzz proto clean
 
 run: build
 	./$(BIN) serve
@@ -31,6 +31,12 @@ fmt-check:
 # Load benchmark against PostgreSQL; see docs/benchmarks.md.
 bench:
 	. .ci/services.sh; $(GO) run ./cmd/callwire-bench $(BENCHFLAGS)
+
+# The read side: the call history's requests timed on a store of a clinic group's year, filled
+# once and kept (PostgreSQL's in the database callwire_readbench, the embedded store's under the
+# user's cache directory); see docs/benchmarks.md, "Reading the history".
+bench-read:
+	. .ci/services.sh; $(GO) run ./cmd/callwire-bench -read $(BENCHFLAGS)
 
 # The SIP observer: calls per second through the proxy with translation on and off (sipp, Debian
 # package sip-tester), HEP datagrams translated per second, and the call model's memory; see

@@ -92,7 +92,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "callwire-bench:", err)
 		os.Exit(2)
 	}
-	if err := run(ctx, opts, os.Stdout, os.Stderr); err != nil {
+	runner := run
+	if opts.read {
+		runner = runRead
+	}
+	if err := runner(ctx, opts, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "callwire-bench: FAILED:", err)
 		os.Exit(1)
 	}
@@ -123,6 +127,16 @@ type options struct {
 	mixes       []string
 	stores      []string // postgres, sqlite: each store is a run of its own, in this order
 	store       string   // the store of the run in progress
+
+	// The read bench (-read; see read.go).
+	read             bool
+	readPGEvents     int64
+	readSQLiteEvents int64
+	readDir          string
+	readDatabase     string
+	readRefill       bool
+	readRequests     int
+	readConcurrency  int
 }
 
 // The stores the bench can measure.
@@ -157,6 +171,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.keepSchema, "keep-schema", false, "leave the bench schema in place at the end, for inspection")
 	fs.BoolVar(&o.analyze, "analyze", true, "refresh the planner's statistics before each round, as autovacuum does on a production database (this machine runs PostgreSQL with autovacuum off)")
 	fs.StringVar(&o.client, "client", "wire", "HTTP client of the load generator: wire (a lean HTTP/1.1 keep-alive client, as wrk) or net (Go's net/http)")
+	fs.BoolVar(&o.read, "read", false, "measure the read side instead of the writes: fill (once) a store of -read-postgres-events or -read-sqlite-events, "+
+		"then time the history's requests over HTTP (see docs/benchmarks.md, \"Reading the history\")")
+	fs.Int64Var(&o.readPGEvents, "read-postgres-events", 10_000_000, "with -read: events in PostgreSQL's store")
+	fs.Int64Var(&o.readSQLiteEvents, "read-sqlite-events", 1_000_000, "with -read: events in the embedded store")
+	fs.StringVar(&o.readDir, "read-dir", "", "with -read: directory of the embedded store's filled files (default the user's cache directory, callwire-bench)")
+	fs.StringVar(&o.readDatabase, "read-database", "callwire_readbench", "with -read: PostgreSQL database of the filled stores, created on the server of -database-url when missing")
+	fs.BoolVar(&o.readRefill, "read-refill", false, "with -read: fill the store again even when a finished fill is on file")
+	fs.IntVar(&o.readRequests, "read-requests", 500, "with -read: requests of each kind, at each concurrency")
+	fs.IntVar(&o.readConcurrency, "read-concurrency", 4, "with -read: concurrent clients of the second pass (the first has one)")
 	mixFlag := fs.String("mix", "both", "the request mix: realistic (one call in three requests), bulk (batches of 10 whole calls, 50 events) or both")
 	storeFlag := fs.String("store", "both", "the store the server writes: postgres, sqlite (the embedded store, a file in a temporary directory) or both, one after the other")
 	fs.Float64Var(&o.minRatio, "min-ratio", 0, "fail when the service/ceiling ratio is below this (0: report only)")
@@ -187,6 +210,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-popup-rate must be from 0 to 1000")
 	case o.popupLight < 1 || o.popupLight > 1_000_000:
 		return o, errors.New("-popup-light-calls must be from 1 to 1000000")
+	case o.read && (o.readPGEvents < 1000 || o.readSQLiteEvents < 1000):
+		return o, errors.New("-read-postgres-events and -read-sqlite-events must be at least 1000")
+	case o.read && (o.readRequests < 1 || o.readConcurrency < 1 || o.readConcurrency > 64):
+		return o, errors.New("-read-requests must be at least 1 and -read-concurrency from 1 to 64")
 	case o.growth && o.preload <= 0:
 		return o, errors.New("-growth needs -preload: the events to store in the full store")
 	case o.growth && o.cpuProfile != "":
