@@ -253,7 +253,9 @@ type readFillResult struct {
 
 // fillReadStore creates the read bench's organizations in st and writes about events events of
 // their calls through the ingest pipeline on st, workers writes at a time (see the comment at
-// the top of this file). It returns what it wrote.
+// the top of this file). The calls are drawn from a generator seeded with events, so that a
+// fill that was interrupted is resumed by filling again: the same calls come out, and the writes
+// already on file are skipped. It returns what the fill holds.
 func fillReadStore(ctx context.Context, st store.Store, events int64, workers int, logf func(string, ...any)) (readFillResult, error) {
 	start := time.Now()
 	r := rand.New(rand.NewPCG(uint64(events), 48))
@@ -268,7 +270,8 @@ func fillReadStore(ctx context.Context, st store.Store, events int64, workers in
 	orgs := newReadOrgs(r, calls)
 	now := start.UTC()
 	for k, o := range orgs {
-		if err := st.CreateOrg(ctx, store.Org{ID: o.id, Name: "Read bench clinic " + strconv.Itoa(k), CreatedAt: now, Region: o.region}); err != nil {
+		err := st.CreateOrg(ctx, store.Org{ID: o.id, Name: "Read bench clinic " + strconv.Itoa(k), CreatedAt: now, Region: o.region})
+		if err != nil && !errors.Is(err, store.ErrConflict) { // on file: a fill resumed
 			return readFillResult{}, fmt.Errorf("create organization %s: %w", o.id, err)
 		}
 	}
@@ -287,7 +290,7 @@ func fillReadStore(ctx context.Context, st store.Store, events int64, workers in
 	for w := range workers {
 		wg.Go(func() {
 			for b := range batches {
-				if err := writeReadBatch(ctx, svc, b); err != nil {
+				if err := writeReadBatch(ctx, st, svc, b); err != nil {
 					errs[w] = err
 					cancel()
 					// Drained, so that the generator never waits on a worker that has stopped.
@@ -368,8 +371,19 @@ gen:
 }
 
 // writeReadBatch writes b through svc as reports of at most event.MaxBatch events each, parsed
-// as the endpoint parses them, in one Ingest.
-func writeReadBatch(ctx context.Context, svc *ingest.Service, b readFillBatch) error {
+// as the endpoint parses them, in one Ingest, unless b is on file already (a fill resumed: a
+// write is atomic, so its first event on file means all of it is). A write the store reports
+// unavailable is tried again after a pause, as a reporter does, up to ten times.
+func writeReadBatch(ctx context.Context, st store.Store, svc *ingest.Service, b readFillBatch) error {
+	first := b.events[0]
+	known, err := st.KnownEvents(ctx, b.org.id, []store.EventRef{{Provider: first.Provider, ProviderCallID: first.ProviderCallID,
+		DedupeKey: string(first.Type) + ":" + strconv.FormatInt(first.Sequence, 10)}}, nil)
+	if err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	if known[0] {
+		return nil
+	}
 	var parsed []event.Parsed
 	for from := 0; from < len(b.events); from += event.MaxBatch {
 		body := []byte(`{"events":[`)
@@ -389,8 +403,18 @@ func writeReadBatch(ctx context.Context, svc *ingest.Service, b readFillBatch) e
 		}
 		parsed = append(parsed, ps...)
 	}
-	if _, err := svc.Ingest(ctx, b.org.id, "", parsed, nil); err != nil {
-		return fmt.Errorf("fill: write %d calls of %s: %w", b.calls, b.org.id, err)
+	for try := 1; ; try++ {
+		_, err := svc.Ingest(ctx, b.org.id, "", parsed, nil)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ingest.ErrUnavailable) || try == 10 {
+			return fmt.Errorf("fill: write %d calls of %s: %w", b.calls, b.org.id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try) * time.Second):
+		}
 	}
-	return nil
 }

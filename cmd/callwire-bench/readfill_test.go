@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -104,7 +106,8 @@ func TestReadCallsAreValidReports(t *testing.T) {
 }
 
 // TestReadStoreIsFilledOnceAndReused fills a small embedded store and opens it again: the second
-// open reuses the fill.
+// open reuses the fill. With its fill's row removed, as an interrupted fill leaves it, the third
+// open resumes it and writes nothing twice.
 func TestReadStoreIsFilledOnceAndReused(t *testing.T) {
 	ctx := context.Background()
 	o := options{readDir: t.TempDir()}
@@ -124,6 +127,7 @@ func TestReadStoreIsFilledOnceAndReused(t *testing.T) {
 	if err != nil || len(recs) == 0 {
 		t.Fatalf("list: %d calls, %v", len(recs), err)
 	}
+	first := rs.fill
 	if err := rs.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +135,63 @@ func TestReadStoreIsFilledOnceAndReused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rs.close()
 	if !rs.reused {
 		t.Fatal("second open filled the store again")
+	}
+	if err := rs.close(); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(o.readDir, "readbench-3000.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "DELETE FROM readbench_fill"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	rs, err = openReadStore(ctx, o, storeSQLite, 3000, logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.close()
+	if rs.reused || rs.fill.Events != first.Events || rs.fill.Calls != first.Calls {
+		t.Fatalf("resumed: reused %v, fill %+v; first %+v", rs.reused, rs.fill, first)
+	}
+	var calls, events int64
+	db, err = sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM calls), (SELECT count(*) FROM call_events)").Scan(&calls, &events); err != nil {
+		t.Fatal(err)
+	}
+	if calls != first.Calls || events != first.Events {
+		t.Fatalf("after the resume %d calls and %d events on file, want %d and %d", calls, events, first.Calls, first.Events)
+	}
+}
+
+func TestPlanReadFill(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		filled        bool
+		before, after int64
+		refill        bool
+		want          readFillPlan
+	}{
+		{"new store", false, 0, 7, false, readAfresh},
+		{"finished, same schema", true, 7, 7, false, readReuse},
+		{"finished, asked to refill", true, 7, 7, true, readAfresh},
+		{"finished, newer schema", true, 7, 8, false, readAfresh},
+		{"interrupted, same schema", false, 7, 7, false, readResume},
+		{"interrupted, newer schema", false, 7, 8, false, readAfresh},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := planReadFill(tc.filled, tc.before, tc.after, tc.refill); got != tc.want {
+				t.Fatalf("plan %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/store/postgres"
 	"github.com/callwire/callwire/core/store/sqlite"
 )
@@ -24,7 +23,8 @@ import (
 // schema version it wrote under. A later run reuses the store when that row is there and the
 // store's migrations had nothing to apply; otherwise (an interrupted fill, or a newer schema,
 // whose migrations would not bring old rows to what the new write path makes) it empties the
-// store and fills it again.
+// store and fills it again. A fill interrupted under the same schema is resumed (see
+// fillReadStore).
 
 // readFillTable records a finished fill.
 const readFillTable = `CREATE TABLE readbench_fill (events bigint NOT NULL, calls bigint NOT NULL,
@@ -63,6 +63,27 @@ func readFillState(ctx context.Context, scan rowScanner) (info readFillInfo, ok 
 	err := scan(ctx, `SELECT events, calls, schema_version, seconds, filled_at FROM readbench_fill`,
 		&info.Events, &info.Calls, &info.SchemaVersion, &info.Seconds, &info.FilledAt)
 	return info, err == nil, version
+}
+
+// readFillPlan is what to do with a store found on file.
+type readFillPlan int
+
+const (
+	readReuse  readFillPlan = iota // a finished fill under the current schema
+	readResume                     // an unfinished fill under the current schema
+	readAfresh                     // nothing, a newer schema, or -read-refill: empty it and fill
+)
+
+// planReadFill decides what to do with a store whose fill row was found (filled) and whose
+// schema version was before before its migrations ran and after after.
+func planReadFill(filled bool, before, after int64, refill bool) readFillPlan {
+	switch {
+	case refill || before == 0 || before != after:
+		return readAfresh
+	case filled:
+		return readReuse
+	}
+	return readResume
 }
 
 // openReadStore opens (creating it when needed) the read bench's store of kind holding events
@@ -181,23 +202,25 @@ func openReadPostgres(ctx context.Context, o options, events int64, logf func(st
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema); err != nil {
 		return nil, err
 	}
-	open := func() (*postgres.Store, readFillInfo, bool, int64, error) {
-		st, err := postgres.Open(ctx, schemaURL, postgres.Options{MaxConns: int32(o.maxConns), AcquireTimeout: config.Defaults().Database.AcquireTimeout})
+	open := func() (*postgres.Store, readFillInfo, readFillPlan, int64, error) {
+		// A write of the fill may wait long for its turn while the machine is busy: the fill has
+		// no reporter waiting on it.
+		st, err := postgres.Open(ctx, schemaURL, postgres.Options{MaxConns: int32(o.maxConns), AcquireTimeout: time.Minute})
 		if err != nil {
-			return nil, readFillInfo{}, false, 0, err
+			return nil, readFillInfo{}, 0, 0, err
 		}
 		q := func(ctx context.Context, query string, dest ...any) error {
 			return conn.QueryRow(ctx, query).Scan(dest...)
 		}
-		info, ok, before := readFillState(ctx, q)
+		info, filled, before := readFillState(ctx, q)
 		if err := st.Migrate(ctx); err != nil {
 			st.Close()
-			return nil, readFillInfo{}, false, 0, err
+			return nil, readFillInfo{}, 0, 0, err
 		}
 		_, _, after := readFillState(ctx, q)
-		return st, info, ok && before == after && !o.readRefill, after, nil
+		return st, info, planReadFill(filled, before, after, o.readRefill), after, nil
 	}
-	st, info, ok, version, err := open()
+	st, info, plan, version, err := open()
 	if err != nil {
 		return nil, err
 	}
@@ -206,15 +229,19 @@ func openReadPostgres(ctx context.Context, o options, events int64, logf func(st
 		st.Close()
 		return nil, err
 	}
-	rs = &readStore{kind: storePostgres, where: o.readDatabase + "." + schema, co: co, fill: info, reused: ok}
-	if !ok {
-		st.Close()
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE; CREATE SCHEMA "+schema); err != nil {
-			return nil, err
-		}
-		logf("PostgreSQL %s.%s: filling with %d events", o.readDatabase, schema, events)
-		if st, _, _, version, err = open(); err != nil {
-			return nil, err
+	rs = &readStore{kind: storePostgres, where: o.readDatabase + "." + schema, co: co, fill: info, reused: plan == readReuse}
+	if plan != readReuse {
+		if plan == readAfresh {
+			st.Close()
+			if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE; CREATE SCHEMA "+schema); err != nil {
+				return nil, err
+			}
+			if st, _, _, version, err = open(); err != nil {
+				return nil, err
+			}
+			logf("PostgreSQL %s.%s: filling with %d events", o.readDatabase, schema, events)
+		} else {
+			logf("PostgreSQL %s.%s: resuming its fill of %d events", o.readDatabase, schema, events)
 		}
 		res, err := fillReadStore(ctx, st, events, 4, logf)
 		if err != nil {
