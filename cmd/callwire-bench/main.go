@@ -48,6 +48,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -137,6 +138,7 @@ type options struct {
 	readRefill       bool
 	readRequests     int
 	readConcurrency  int
+	readKinds        []string // the kinds to time; all when empty
 }
 
 // The stores the bench can measure.
@@ -180,6 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.readRefill, "read-refill", false, "with -read: fill the store again even when a finished fill is on file")
 	fs.IntVar(&o.readRequests, "read-requests", 500, "with -read: requests of each kind, at each concurrency")
 	fs.IntVar(&o.readConcurrency, "read-concurrency", 4, "with -read: concurrent clients of the second pass (the first has one)")
+	readKindsFlag := fs.String("read-kinds", "", "with -read: the kinds of request to time, comma-separated (default all; see docs/benchmarks.md)")
 	mixFlag := fs.String("mix", "both", "the request mix: realistic (one call in three requests), bulk (batches of 10 whole calls, 50 events) or both")
 	storeFlag := fs.String("store", "both", "the store the server writes: postgres, sqlite (the embedded store, a file in a temporary directory) or both, one after the other")
 	fs.Float64Var(&o.minRatio, "min-ratio", 0, "fail when the service/ceiling ratio is below this (0: report only)")
@@ -221,6 +224,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.growth {
 		o.popupPhase = 0 // the popup phases measure the server, not its store's size
+	}
+	if *readKindsFlag != "" {
+		for _, k := range strings.Split(*readKindsFlag, ",") {
+			if !slices.ContainsFunc(readKinds, func(rk readKind) bool { return rk.name == k }) {
+				return o, fmt.Errorf("-read-kinds: no kind %q", k)
+			}
+			o.readKinds = append(o.readKinds, k)
+		}
 	}
 	switch *mixFlag {
 	case "both":

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,6 +81,8 @@ type readResult struct {
 	BoundMs  float64 `json:"boundMs"`
 	Met      *bool   `json:"met"` // nil: not available
 	Note     string  `json:"note,omitempty"`
+	// Slowest are the three slowest requests: latency, organization and path.
+	Slowest []string `json:"slowest,omitempty"`
 }
 
 // readReport is the read bench's outcome on one store.
@@ -198,6 +201,9 @@ func readStoreBench(ctx context.Context, o options, kind string, events int64, a
 	rep.AllMet = true
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, k := range readKinds {
+		if len(o.readKinds) > 0 && !slices.Contains(o.readKinds, k.name) {
+			continue
+		}
 		for _, clients := range []int{1, o.readConcurrency} {
 			res := readResult{Kind: k.name, Clients: clients, BoundMs: ms(k.bound)}
 			if strings.HasPrefix(k.name, "callbacks") && !t.callbacks {
@@ -212,13 +218,14 @@ func readStoreBench(ctx context.Context, o options, kind string, events int64, a
 				continue
 			}
 			warm := max(clients, o.readRequests/10)
-			if _, err := c.measure(ctx, t, k.name, clients, warm, r); err != nil {
+			if _, _, err := c.measure(ctx, t, k.name, clients, warm, r); err != nil {
 				return rep, fmt.Errorf("%s warm-up: %w", k.name, err)
 			}
-			lat, err := c.measure(ctx, t, k.name, clients, o.readRequests, r)
+			lat, slow, err := c.measure(ctx, t, k.name, clients, o.readRequests, r)
 			if err != nil {
 				return rep, fmt.Errorf("%s: %w", k.name, err)
 			}
+			res.Slowest = slow
 			slices.Sort(lat)
 			res.Requests = len(lat)
 			res.P50ms, res.P99ms, res.MaxMs = ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(lat[len(lat)-1])
@@ -226,8 +233,8 @@ func readStoreBench(ctx context.Context, o options, kind string, events int64, a
 			res.Met = &met
 			rep.AllMet = rep.AllMet && met
 			rep.Results = append(rep.Results, res)
-			logf("%s: %s, %d client(s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %.0f ms)", kind, k.name, clients,
-				res.P50ms, res.P99ms, res.MaxMs, res.BoundMs)
+			logf("%s: %s, %d client(s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %.0f ms); slowest: %s", kind, k.name, clients,
+				res.P50ms, res.P99ms, res.MaxMs, res.BoundMs, strings.Join(slow, "; "))
 		}
 	}
 	return rep, nil
@@ -437,8 +444,9 @@ func primeRead(ctx context.Context, c *readClient, t *readTarget, logf func(stri
 }
 
 // measure sends n requests of kind from clients concurrent clients, each for an organization
-// drawn by its share among those with requests of the kind, and returns their latencies.
-func (c *readClient) measure(ctx context.Context, t *readTarget, kind string, clients, n int, r *rand.Rand) ([]time.Duration, error) {
+// drawn by its share among those with requests of the kind, and returns their latencies and
+// the three slowest requests.
+func (c *readClient) measure(ctx context.Context, t *readTarget, kind string, clients, n int, r *rand.Rand) ([]time.Duration, []string, error) {
 	byOrg := t.paths[kind]
 	var cum []float64
 	var idx []int
@@ -489,9 +497,18 @@ func (c *readClient) measure(ctx context.Context, t *readTarget, kind string, cl
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return lat, ctx.Err()
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return -cmp.Compare(lat[a], lat[b]) })
+	var slow []string
+	for _, i := range order[:min(3, n)] {
+		slow = append(slow, fmt.Sprintf("%.1f ms %s %s", ms(lat[i]), jobs[i].org.id, jobs[i].path))
+	}
+	return lat, slow, ctx.Err()
 }
 
 // printReadReport prints rep as a table.
