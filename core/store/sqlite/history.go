@@ -34,40 +34,48 @@ func scanHistoryCall(row interface{ Scan(...any) error }, orgID string) (store.C
 	return c, nil
 }
 
-// eventsOf reads the events of recs' calls into them, ordered as GetCall orders them, one query
-// per call through the events' unique key.
+// eventsOf reads the events of recs' calls into them, ordered as GetCall orders them, in one
+// query through the events' unique key (org_id, call_no, dedupe_key). One query for a page's 50
+// calls, rather than one per call, halves what reading a page costs: each statement run
+// through database/sql and the driver costs more than the few rows it reads.
 func eventsOf(ctx context.Context, tx *sql.Tx, orgID string, recs []store.CallRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `SELECT event_id, type, dedupe_key, sequence, provider_event_id,
+	args := make([]any, 0, 1+len(recs))
+	args = append(args, orgID)
+	at := make(map[int64]int, len(recs))
+	for i := range recs {
+		args = append(args, recs[i].Call.No)
+		at[recs[i].Call.No] = i
+		recs[i].Events = []store.Event{}
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT call_no, event_id, type, dedupe_key, sequence, provider_event_id,
 		occurred_at, order_at, received_at, body
-		FROM call_events WHERE org_id = ? AND call_no = ?
-		ORDER BY sequence, order_at, received_at, event_id`)
+		FROM call_events WHERE org_id = ? AND call_no IN (?`+strings.Repeat(", ?", len(recs)-1)+`)
+		ORDER BY call_no, sequence, order_at, received_at, event_id`, args...)
 	if err != nil {
 		return err
 	}
-	defer stmt.Close()
-	for i := range recs {
-		c := &recs[i].Call
-		rows, err := stmt.QueryContext(ctx, orgID, c.No)
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			no int64
+			e  store.Event
+		)
+		err := rows.Scan(&no, &e.ID, &e.Type, &e.DedupeKey, &e.Sequence, &e.ProviderEventID,
+			timeCol{&e.OccurredAt}, timeCol{&e.OrderAt}, timeCol{&e.ReceivedAt}, jsonCol{(*[]byte)(&e.Body)})
 		if err != nil {
 			return err
 		}
-		recs[i].Events, err = collect(rows, func(r interface{ Scan(...any) error }) (store.Event, error) {
-			e := store.Event{CallID: c.ID}
-			err := r.Scan(&e.ID, &e.Type, &e.DedupeKey, &e.Sequence, &e.ProviderEventID,
-				timeCol{&e.OccurredAt}, timeCol{&e.OrderAt}, timeCol{&e.ReceivedAt}, jsonCol{(*[]byte)(&e.Body)})
-			return e, err
-		})
-		if err != nil {
-			return err
+		i, ok := at[no]
+		if !ok {
+			return fmt.Errorf("an event of call %d, not asked for", no)
 		}
-		if recs[i].Events == nil {
-			recs[i].Events = []store.Event{}
-		}
+		e.CallID = recs[i].Call.ID
+		recs[i].Events = append(recs[i].Events, e)
 	}
-	return nil
+	return rows.Err()
 }
 
 // GetCallByID returns the organization's call whose ID is id, with its events, read from one
