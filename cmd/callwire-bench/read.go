@@ -81,6 +81,9 @@ type readResult struct {
 	BoundMs  float64 `json:"boundMs"`
 	Met      *bool   `json:"met"` // nil: not available
 	Note     string  `json:"note,omitempty"`
+	// Load is the machine's load average over the last minute when the pass ended (-1 where
+	// the system does not tell): above the CPUs' number, requests waited for a CPU.
+	Load float64 `json:"load"`
 	// Slowest are the three slowest requests: latency, organization and path.
 	Slowest []string `json:"slowest,omitempty"`
 }
@@ -225,7 +228,7 @@ func readStoreBench(ctx context.Context, o options, kind string, events int64, a
 			if err != nil {
 				return rep, fmt.Errorf("%s: %w", k.name, err)
 			}
-			res.Slowest = slow
+			res.Slowest, res.Load = slow, loadAvg()
 			slices.Sort(lat)
 			res.Requests = len(lat)
 			res.P50ms, res.P99ms, res.MaxMs = ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(lat[len(lat)-1])
@@ -521,18 +524,18 @@ func printReadReport(w io.Writer, rep readReport) {
 	}
 	fmt.Fprintf(w, "machine: %d CPUs, %s, %s/%s, %s\n\n", rep.Machine.CPUs, rep.Machine.Memory, rep.Machine.GOOS, rep.Machine.GOARCH, rep.Machine.Go)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "kind\tclients\trequests\tp50 ms\tp99 ms\tmax ms\tbound ms\tmet\t")
+	fmt.Fprintln(tw, "kind\tclients\trequests\tp50 ms\tp99 ms\tmax ms\tbound ms\tmet\tload\t")
 	var notes []string
 	for _, r := range rep.Results {
 		if r.Met == nil {
-			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%.0f\tn/a\t\n", r.Kind, r.Clients, r.BoundMs)
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%.0f\tn/a\t-\t\n", r.Kind, r.Clients, r.BoundMs)
 			if n := r.Kind + ": " + r.Note; !slices.Contains(notes, n) {
 				notes = append(notes, n)
 			}
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t\n", r.Kind, r.Clients, r.Requests, r.P50ms, r.P99ms, r.MaxMs, r.BoundMs,
-			map[bool]string{true: "yes", false: "NO"}[*r.Met])
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t%.2f\t\n", r.Kind, r.Clients, r.Requests, r.P50ms, r.P99ms, r.MaxMs, r.BoundMs,
+			map[bool]string{true: "yes", false: "NO"}[*r.Met], r.Load)
 	}
 	tw.Flush()
 	for _, n := range notes {
@@ -542,5 +545,6 @@ func printReadReport(w io.Writer, rep readReport) {
 	for _, k := range readKinds {
 		fmt.Fprintf(w, "  %-16s %s\n", k.name, k.what)
 	}
+	fmt.Fprintf(w, "load: the machine's load average over the last minute when the pass ended (%d CPUs)\n", rep.Machine.CPUs)
 	fmt.Fprintf(w, "every bound measured met: %v\n", rep.AllMet)
 }

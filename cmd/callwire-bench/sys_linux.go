@@ -228,3 +228,18 @@ func memTotal() string {
 	}
 	return ""
 }
+
+// loadAvg returns the machine's load average over the last minute, as /proc/loadavg states it,
+// or -1.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, err := strconv.ParseFloat(f, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}

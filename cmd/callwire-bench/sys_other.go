@@ -26,3 +26,6 @@ func sampleCPU(serverPID int) cpuSample { return cpuSample{} }
 
 // memTotal is not available on this system.
 func memTotal() string { return "" }
+
+// loadAvg is not available on this system.
+func loadAvg() float64 { return -1 }
