@@ -54,8 +54,13 @@ func recomputeIn(ctx context.Context, tx pgx.Tx, orgID string, numbers []string,
 	b.Queue(`SELECT number, open, closed_reason FROM callbacks WHERE org_id = $1 AND number = ANY ($2)
 		ORDER BY number FOR UPDATE`, orgID, numbers)
 	b.Queue(`SELECT callback_needs_answer FROM orgs WHERE org_id = $1`, orgID)
-	b.Queue(`SELECT cb_number, id, direction, state, first_at, clients, `+summaryColumns+`
-		FROM calls WHERE org_id = $1 AND cb_number = ANY ($2)`, orgID, numbers)
+	keys := make([]string, 0, len(numbers))
+	for _, n := range numbers {
+		if k := store.NumberKey(n); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	b.Queue(numberCallsSQL, orgID, numbers, keys)
 	b.Queue(`SELECT number, at, extension FROM callback_dismissals WHERE org_id = $1 AND number = ANY ($2)`, orgID, numbers)
 	br := tx.SendBatch(ctx, b)
 
@@ -155,6 +160,21 @@ func recomputeIn(ctx context.Context, tx pgx.Tx, orgID string, numbers []string,
 	}
 	return done, nil
 }
+
+// numberCallsSQL reads the calls that count toward any of the numbers $2 ($3 their
+// store.NumberKey, those not ""), through the indexes the call history has anyway: the calls of
+// an e164 party by its key (calls_from_idx for an inbound call's caller, calls_to_idx for an
+// outbound or internal call's callee), and those of a party without a number, whose key is "",
+// by its text (calls_cb_text_idx, whose condition is written here as the index has it).
+const numberCallsSQL = `
+SELECT cb_number, id, direction, state, first_at, clients, ` + summaryColumns + ` FROM calls
+WHERE org_id = $1 AND cb_number = ANY ($2) AND CASE WHEN direction = 'inbound' THEN from_key ELSE to_key END = ''
+UNION ALL
+SELECT cb_number, id, direction, state, first_at, clients, ` + summaryColumns + ` FROM calls
+WHERE org_id = $1 AND from_key = ANY ($3) AND direction = 'inbound' AND cb_number = ANY ($2)
+UNION ALL
+SELECT cb_number, id, direction, state, first_at, clients, ` + summaryColumns + ` FROM calls
+WHERE org_id = $1 AND to_key = ANY ($3) AND direction <> 'inbound' AND cb_number = ANY ($2)`
 
 // callbackColumns are the columns scanCallback reads, in its order.
 const callbackColumns = `number, name, open, missed_count, first_missed_at, last_missed_at, last_call_id, locations,

@@ -66,7 +66,14 @@ func TestHistoryReadsUseTheirIndexes(t *testing.T) {
 			t.Errorf("%s scans the calls table:\n%s", tc.name, plan)
 		}
 	}
-	plan := explain(t, s, `SELECT `+historyColumns+` FROM calls c WHERE c.org_id = $1 AND c.id = $2`, org, "x")
+	plan := explain(t, s, numberCallsSQL, org, []string{"+15550000120"}, []string{store.NumberKey("+15550000120")})
+	t.Logf("a number's calls for its to-call-back item:\n%s", plan)
+	for _, idx := range []string{"calls_cb_text_idx", "calls_from_idx", "calls_to_idx"} {
+		if !strings.Contains(plan, idx) || strings.Contains(plan, "Seq Scan on calls") {
+			t.Errorf("a number's calls do not read through %s:\n%s", idx, plan)
+		}
+	}
+	plan = explain(t, s, `SELECT `+historyColumns+` FROM calls c WHERE c.org_id = $1 AND c.id = $2`, org, "x")
 	t.Logf("a call by its id:\n%s", plan)
 	if !strings.Contains(plan, "calls_id_idx") {
 		t.Errorf("a call by its id does not read through calls_id_idx:\n%s", plan)

@@ -83,14 +83,34 @@ func upkeepCallbacks(ctx context.Context, q querier, orgID string, touches []cbT
 	return nil
 }
 
+// numberCallsSQL reads the calls that count toward a number (?1 the organization, ?2 the
+// number, ?3 its store.NumberKey) through the indexes the call history has anyway, so that a
+// call adds no index entry of its own for the list: a number of an e164 party has the party's
+// key (calls_from_idx for an inbound call's caller, calls_to_idx for an outbound or internal
+// call's callee); the text of an unknown party, whose key is "", is found through
+// calls_cb_text_idx, which holds only such calls (migration 8). withKey is false for a number
+// without digits, which only the last can hold.
+func numberCallsSQL(withKey bool) string {
+	const cols = `SELECT call_id, direction, state, first_at, clients, ` + summaryColumns + ` FROM calls `
+	q := cols + `WHERE org_id = ?1 AND cb_number = ?2 AND ` + cbTextSQL
+	if withKey {
+		q += ` UNION ALL ` + cols + `WHERE org_id = ?1 AND from_key = ?3 AND direction = 'inbound' AND cb_number = ?2` +
+			` UNION ALL ` + cols + `WHERE org_id = ?1 AND to_key = ?3 AND direction <> 'inbound' AND cb_number = ?2`
+	}
+	return q
+}
+
+// cbTextSQL is the condition of calls_cb_text_idx (migration 8), written as the index has it so
+// that SQLite uses the index: the call counts toward the text of a party without a number.
+const cbTextSQL = `CASE WHEN direction = 'inbound' THEN from_key ELSE to_key END = ''`
+
 // recomputeCallback rewrites number's item from its calls and dismissals: three statements.
 // When CallbackOf gives no item (none of the number's calls on file is a miss), an item closed
 // as expired stays as it is; an open item closes as expired when purged is true (its misses
 // were removed by retention); any other item is removed, since the calls it rested on now
 // count toward another number.
 func recomputeCallback(ctx context.Context, q querier, orgID, number string, needsAnswer, purged bool) error {
-	rows, err := q.QueryContext(ctx, `SELECT call_id, direction, state, first_at, clients, `+summaryColumns+`
-		FROM calls WHERE org_id = ? AND cb_number = ?`, orgID, number)
+	rows, err := q.QueryContext(ctx, numberCallsSQL(store.NumberKey(number) != ""), orgID, number, store.NumberKey(number))
 	if err != nil {
 		return fmt.Errorf("callbacks: read calls: %w", err)
 	}

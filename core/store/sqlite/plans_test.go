@@ -98,6 +98,14 @@ func TestHistoryReadsSearchTheirIndexes(t *testing.T) {
 			t.Errorf("%s does not search %s: %s", tc.name, tc.index, plan)
 		}
 	}
+	for _, withKey := range []bool{true, false} {
+		plan := queryPlan(t, s, numberCallsSQL(withKey), "org", "+15550100120", store.NumberKey("+15550100120"))
+		t.Logf("a number's calls for its to-call-back item (with a key: %v): %s", withKey, plan)
+		if !strings.Contains(plan, "calls_cb_text_idx") || strings.Contains(plan, "SCAN") ||
+			withKey && (!strings.Contains(plan, "calls_from_idx") || !strings.Contains(plan, "calls_to_idx")) {
+			t.Errorf("a number's calls (with a key: %v) do not search their indexes: %s", withKey, plan)
+		}
+	}
 	plan := queryPlan(t, s, `SELECT `+historyColumns+` FROM calls c WHERE c.org_id = ? AND c.call_id = ?`, "org", "x")
 	t.Logf("a call by its id: %s", plan)
 	if !strings.Contains(plan, "calls_id_idx") {

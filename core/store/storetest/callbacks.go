@@ -64,6 +64,16 @@ func (c cbCall) writes() []store.CallWrite {
 		w.Direction, w.Block = c.dir, json.RawMessage(block)
 		w.Summary.Locations = json.RawMessage(locs)
 		w.Summary.FromExt = c.ext
+		// As the planner describes a block: the outside party's digits key the side it is on.
+		var party struct {
+			Number string `json:"number"`
+		}
+		_ = json.Unmarshal([]byte(c.party), &party)
+		if c.dir == "inbound" {
+			w.Summary.FromKey = store.NumberKey(party.Number)
+		} else {
+			w.Summary.ToKey = store.NumberKey(party.Number)
+		}
 		w.Summary.Callback, _ = store.CallbackParty(c.dir, w.Block)
 		return w
 	}

@@ -6,7 +6,11 @@
 --   calls.cb_moved_from the number the call counted toward before the upsert that moved it to
 --                       another: every upsert sets it (NULL when the call did not move) and
 --                       only that upsert's RETURNING reads it.
---   calls_cb_idx        a number's calls, read when a write recomputes the number's item.
+--   calls_cb_text_idx   the calls that count toward the text of a party the reporter could not
+--                       parse (its key in from_key or to_key is ''). A recompute finds the
+--                       calls of a number with digits through calls_from_idx and calls_to_idx,
+--                       which the call history has anyway, so a call adds no index entry of its
+--                       own for the list.
 --   callbacks           one row per outside number that has had a call that misses or settles:
 --                       its item (store.CallbackOf) when it has one (open NOT NULL), else only a
 --                       row to lock. Each write that may change a number's item locks its row
@@ -24,7 +28,8 @@
 ALTER TABLE calls
     ADD COLUMN cb_number     text COLLATE "C",
     ADD COLUMN cb_moved_from text COLLATE "C";
-CREATE INDEX calls_cb_idx ON calls (org_id, cb_number) WHERE cb_number IS NOT NULL;
+CREATE INDEX calls_cb_text_idx ON calls (org_id, cb_number)
+    WHERE cb_number IS NOT NULL AND CASE WHEN direction = 'inbound' THEN from_key ELSE to_key END = '';
 
 ALTER TABLE orgs ADD COLUMN callback_needs_answer boolean NOT NULL DEFAULT false;
 
@@ -60,5 +65,5 @@ CREATE INDEX callback_dismissals_idx ON callback_dismissals (org_id, number, at)
 DROP TABLE callback_dismissals;
 DROP TABLE callbacks;
 ALTER TABLE orgs DROP COLUMN callback_needs_answer;
-DROP INDEX calls_cb_idx;
+DROP INDEX calls_cb_text_idx;
 ALTER TABLE calls DROP COLUMN cb_moved_from, DROP COLUMN cb_number;
