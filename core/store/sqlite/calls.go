@@ -21,8 +21,9 @@ import (
 // largest that fit, then the next, the binary digits of n.
 type writeStmts struct {
 	ready bool
-	// updateCall merges a write into an existing call and returns its client matches.
-	updateCall *sql.Stmt
+	// updateCall merges a write into an existing call and returns its client matches;
+	// updateCallKept does so for a write that changes no indexed column (see updateCallKeptSQL).
+	updateCall, updateCallKept *sql.Stmt
 	// findEvent returns the stored ID of an event by its dedupe key.
 	findEvent *sql.Stmt
 	// findCalls[k] returns the ID of each of 1<<k calls on file, by key.
@@ -155,6 +156,35 @@ const (
 		WHERE org_id = ?10 AND call_no = ?11
 		RETURNING clients, cb_number, cb_moved_from, direction, state, flags, ` + hasItemSQL
 
+	// updateCallKeptSQL is updateCallSQL for a write that changes no column an index of calls
+	// holds (first_at, from_key, to_key, cb_number, and direction, which calls_cb_text_idx's
+	// condition reads): its WHERE finds the row only then, and its SET leaves those columns out.
+	// SQLite rewrites the entries of every index on a column an UPDATE assigns, even to the same
+	// value; most writes (an answer or an end of a call already on file, whose later block names
+	// the same parties) change none, and this update spares them four index entries' delete and
+	// insert. A write it does not find its row for runs updateCallSQL.
+	updateCallKeptSQL = `UPDATE calls SET
+		state = max(state, ?1),
+		block = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?5 ELSE block END,
+		block_at = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?3 ELSE block_at END,
+		block_seq = max(block_seq, ?2),
+		last_at = max(last_at, ?7),
+		clients = coalesce(?8, clients),
+		updated_at = ?9,
+		answered_by = CASE WHEN ?12 < answered_at OR (answered_at IS NULL AND ?12 IS NOT NULL) THEN ?13 ELSE answered_by END,
+		answered_at = coalesce(min(answered_at, ?12), answered_at, ?12),
+		ended_at = coalesce(min(ended_at, ?14), ended_at, ?14),
+		flags = flags | ?15,
+		from_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?18 ELSE from_ext END,
+		to_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?19 ELSE to_ext END,
+		locations = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN coalesce(?20, locations)
+			ELSE locations END,
+		cb_moved_from = NULL
+		WHERE org_id = ?10 AND call_no = ?11 AND first_at <= ?6
+			AND (NOT (?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at))
+				OR (direction = ?4 AND from_key = ?16 AND to_key = ?17 AND cb_number IS ?21))
+		RETURNING clients, cb_number, cb_moved_from, direction, state, flags, ` + hasItemSQL
+
 	findEventSQL = `SELECT event_id FROM call_events WHERE org_id = ? AND call_no = ? AND dedupe_key = ?`
 
 	checkKeySQL = `SELECT 1 FROM api_keys WHERE client_id = ? AND secret_hash = ?
@@ -170,7 +200,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		dst  **sql.Stmt
 		text string
 	}
-	texts := []text{{&w.updateCall, updateCallSQL}, {&w.findEvent, findEventSQL}}
+	texts := []text{{&w.updateCall, updateCallSQL}, {&w.updateCallKept, updateCallKeptSQL}, {&w.findEvent, findEventSQL}}
 	for k := range maxRowsLog + 1 {
 		texts = append(texts, text{&w.findCalls[k], findCallsSQL(1 << k)}, text{&w.checkedFindCalls[k], checkedFindCallsSQL(1 << k)},
 			text{&w.insertCalls[k], insertCallsSQL(1 << k)},
@@ -190,7 +220,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 // close closes whichever statements are prepared.
 func (w *writeStmts) close() {
-	for _, s := range slices.Concat([]*sql.Stmt{w.updateCall, w.findEvent},
+	for _, s := range slices.Concat([]*sql.Stmt{w.updateCall, w.updateCallKept, w.findEvent},
 		w.findCalls[:], w.checkedFindCalls[:], w.insertCalls[:], w.insertEvents[:], w.appendEvents[:]) {
 		if s != nil {
 			_ = s.Close()
@@ -285,12 +315,18 @@ func writeCalls(ctx context.Context, st *txStmts, w store.Write) ([]store.CallRe
 		if nos[i] == 0 { // a repeat of the call before it, which is now on file
 			nos[i] = nos[order[n-1]]
 		}
-		err := st.get(st.src.updateCall).QueryRowContext(ctx, int64(c.State), c.BlockSequence, encTime(c.BlockAt),
+		args := []any{int64(c.State), c.BlockSequence, encTime(c.BlockAt),
 			c.Direction, jsonArg(c.Block), encTime(c.FirstAt), encTime(c.LastAt), jsonArg(c.Clients),
 			received, w.OrgID, nos[i], encZeroNull(c.Summary.AnsweredAt), c.Summary.AnsweredBy,
 			encZeroNull(c.Summary.EndedAt), int64(c.Summary.Flags), c.Summary.FromKey, c.Summary.ToKey,
-			c.Summary.FromExt, c.Summary.ToExt, jsonArg(c.Summary.Locations), textOrNull(c.Summary.Callback)).Scan(
-			append([]any{jsonCol{(*[]byte)(&res.Clients)}}, touches[i].scanDest()...)...)
+			c.Summary.FromExt, c.Summary.ToExt, jsonArg(c.Summary.Locations), textOrNull(c.Summary.Callback)}
+		dest := append([]any{jsonCol{(*[]byte)(&res.Clients)}}, touches[i].scanDest()...)
+		// Most writes leave every indexed column as it is: the cheaper update, which does not
+		// touch the indexes, finds its row; otherwise the full one runs.
+		err := st.get(st.src.updateCallKept).QueryRowContext(ctx, args...).Scan(dest...)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = st.get(st.src.updateCall).QueryRowContext(ctx, args...).Scan(dest...)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("call %s/%s: %w", c.Provider, c.ProviderCallID, err)
 		}

@@ -21,7 +21,7 @@ func TestHotStatementsSearchTheirIndexes(t *testing.T) {
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	texts := map[string]string{"updateCall": updateCallSQL, "findEvent": findEventSQL, "checkKey": checkKeySQL, "dueCalls": dueCallsSQL}
+	texts := map[string]string{"updateCall": updateCallSQL, "updateCallKept": updateCallKeptSQL, "findEvent": findEventSQL, "checkKey": checkKeySQL, "dueCalls": dueCallsSQL}
 	for k := range maxRowsLog + 1 {
 		n := 1 << k
 		for name, text := range map[string]string{"findCalls": findCallsSQL(n), "insertCalls": insertCallsSQL(n),
