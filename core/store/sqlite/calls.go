@@ -124,19 +124,18 @@ func appendEventsSQL(n int) string {
 // eventColumns is the number of columns appendEventsSQL writes per event.
 const eventColumns = 12
 
-const (
-	// updateCallSQL reads the old row on every right-hand side, as SQLite does for all of an
-	// UPDATE's SET expressions. The block moves only when (?2, ?3) is not before
-	// (block_seq, block_at); block_seq = max(...) follows from that. cb_moved_from is the number
-	// the call counted toward before this statement when it moved the call to another (NULL
-	// otherwise): set by every update, read only by its own RETURNING, which sees new values.
-	updateCallSQL = `UPDATE calls SET
+// blockMovesSQL is true when a write's block, at (?2, ?3), is not before the stored one at
+// (block_seq, block_at): then the block and everything that describes it move.
+const blockMovesSQL = `(?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at))`
+
+// updateCallSetSQL assigns the columns of a call that no index of calls holds, for both updates
+// below. Every right-hand side reads the old row, as SQLite does for all of an UPDATE's SET
+// expressions; block_seq = max(...) follows from the block's rule.
+const updateCallSetSQL = `
 		state = max(state, ?1),
-		direction = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?4 ELSE direction END,
-		block = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?5 ELSE block END,
-		block_at = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?3 ELSE block_at END,
+		block = CASE WHEN ` + blockMovesSQL + ` THEN ?5 ELSE block END,
+		block_at = CASE WHEN ` + blockMovesSQL + ` THEN ?3 ELSE block_at END,
 		block_seq = max(block_seq, ?2),
-		first_at = min(first_at, ?6),
 		last_at = max(last_at, ?7),
 		clients = coalesce(?8, clients),
 		updated_at = ?9,
@@ -144,17 +143,27 @@ const (
 		answered_at = coalesce(min(answered_at, ?12), answered_at, ?12),
 		ended_at = coalesce(min(ended_at, ?14), ended_at, ?14),
 		flags = flags | ?15,
-		from_key = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?16 ELSE from_key END,
-		to_key = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?17 ELSE to_key END,
-		from_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?18 ELSE from_ext END,
-		to_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?19 ELSE to_ext END,
-		locations = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN coalesce(?20, locations)
-			ELSE locations END,
-		cb_moved_from = CASE WHEN (?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at)) AND cb_number IS NOT ?21
-			THEN cb_number END,
-		cb_number = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?21 ELSE cb_number END
-		WHERE org_id = ?10 AND call_no = ?11
+		from_ext = CASE WHEN ` + blockMovesSQL + ` THEN ?18 ELSE from_ext END,
+		to_ext = CASE WHEN ` + blockMovesSQL + ` THEN ?19 ELSE to_ext END,
+		locations = CASE WHEN ` + blockMovesSQL + ` THEN coalesce(?20, locations) ELSE locations END,`
+
+// updateCallReturningSQL is what both updates return of the call.
+const updateCallReturningSQL = `
 		RETURNING clients, cb_number, cb_moved_from, direction, state, flags, ` + hasItemSQL
+
+const (
+	// updateCallSQL merges a write into a stored call, the columns indexes hold included.
+	// cb_moved_from is the number the call counted toward before this statement when it moved
+	// the call to another (NULL otherwise): set by every update, read only by its own
+	// RETURNING, which sees new values.
+	updateCallSQL = `UPDATE calls SET` + updateCallSetSQL + `
+		direction = CASE WHEN ` + blockMovesSQL + ` THEN ?4 ELSE direction END,
+		first_at = min(first_at, ?6),
+		from_key = CASE WHEN ` + blockMovesSQL + ` THEN ?16 ELSE from_key END,
+		to_key = CASE WHEN ` + blockMovesSQL + ` THEN ?17 ELSE to_key END,
+		cb_moved_from = CASE WHEN ` + blockMovesSQL + ` AND cb_number IS NOT ?21 THEN cb_number END,
+		cb_number = CASE WHEN ` + blockMovesSQL + ` THEN ?21 ELSE cb_number END
+		WHERE org_id = ?10 AND call_no = ?11` + updateCallReturningSQL
 
 	// updateCallKeptSQL is updateCallSQL for a write that changes no column an index of calls
 	// holds (first_at, from_key, to_key, cb_number, and direction, which calls_cb_text_idx's
@@ -163,27 +172,11 @@ const (
 	// value; most writes (an answer or an end of a call already on file, whose later block names
 	// the same parties) change none, and this update spares them four index entries' delete and
 	// insert. A write it does not find its row for runs updateCallSQL.
-	updateCallKeptSQL = `UPDATE calls SET
-		state = max(state, ?1),
-		block = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?5 ELSE block END,
-		block_at = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?3 ELSE block_at END,
-		block_seq = max(block_seq, ?2),
-		last_at = max(last_at, ?7),
-		clients = coalesce(?8, clients),
-		updated_at = ?9,
-		answered_by = CASE WHEN ?12 < answered_at OR (answered_at IS NULL AND ?12 IS NOT NULL) THEN ?13 ELSE answered_by END,
-		answered_at = coalesce(min(answered_at, ?12), answered_at, ?12),
-		ended_at = coalesce(min(ended_at, ?14), ended_at, ?14),
-		flags = flags | ?15,
-		from_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?18 ELSE from_ext END,
-		to_ext = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN ?19 ELSE to_ext END,
-		locations = CASE WHEN ?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at) THEN coalesce(?20, locations)
-			ELSE locations END,
+	updateCallKeptSQL = `UPDATE calls SET` + updateCallSetSQL + `
 		cb_moved_from = NULL
 		WHERE org_id = ?10 AND call_no = ?11 AND first_at <= ?6
-			AND (NOT (?2 > block_seq OR (?2 = block_seq AND ?3 >= block_at))
-				OR (direction = ?4 AND from_key = ?16 AND to_key = ?17 AND cb_number IS ?21))
-		RETURNING clients, cb_number, cb_moved_from, direction, state, flags, ` + hasItemSQL
+			AND (NOT ` + blockMovesSQL + `
+				OR (direction = ?4 AND from_key = ?16 AND to_key = ?17 AND cb_number IS ?21))` + updateCallReturningSQL
 
 	findEventSQL = `SELECT event_id FROM call_events WHERE org_id = ? AND call_no = ? AND dedupe_key = ?`
 
