@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -87,25 +88,8 @@ func startServer(ctx context.Context, o childOptions) (*child, error) {
 		c.pprofAddr = "127.0.0.1:" + strconv.Itoa(pport)
 		args = append(args, "--pprof", c.pprofAddr)
 	}
-	// The server reads only what the bench sets: no configuration of the caller's leaks in.
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, config.EnvPrefix) {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
-		config.EnvPrefix+"DATABASE_URL="+o.databaseURL,
-		config.EnvPrefix+"DATABASE_PATH="+o.databasePath,
-		config.EnvPrefix+"DATABASE_MAX_CONNS="+strconv.Itoa(o.maxConns),
-		config.EnvPrefix+"LOG_LEVEL=warn",
-		config.EnvPrefix+"LOG_FORMAT=json",
-	)
-	if o.redisURL != "" {
-		env = append(env, config.EnvPrefix+"BROKER_REDIS_URL="+o.redisURL)
-	}
 	c.cmd = exec.Command(o.argv[0], args...)
-	c.cmd.Env = env
+	c.cmd.Env = o.env()
 	c.cmd.Dir = o.dir
 	c.cmd.Stdout = os.Stderr
 	c.cmd.Stderr = os.Stderr
@@ -264,4 +248,38 @@ func (c *child) fetchProfile(ctx context.Context, d time.Duration, path string) 
 		return fmt.Errorf("server profile: %w", err)
 	}
 	return f.Close()
+}
+
+// env is the environment of a callwire process the bench runs: the caller's, without any of
+// callwire's configuration variables (none of the caller's configuration leaks in), and the
+// bench's settings.
+func (o childOptions) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, config.EnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		config.EnvPrefix+"DATABASE_URL="+o.databaseURL,
+		config.EnvPrefix+"DATABASE_PATH="+o.databasePath,
+		config.EnvPrefix+"DATABASE_MAX_CONNS="+strconv.Itoa(o.maxConns),
+		config.EnvPrefix+"LOG_LEVEL=warn",
+		config.EnvPrefix+"LOG_FORMAT=json",
+	)
+	if o.redisURL != "" {
+		env = append(env, config.EnvPrefix+"BROKER_REDIS_URL="+o.redisURL)
+	}
+	return env
+}
+
+// migrateWith applies the migrations of the callwire binary bin to the store of o, as
+// `bin migrate` does.
+func migrateWith(ctx context.Context, bin string, o childOptions) error {
+	cmd := exec.CommandContext(ctx, bin, "migrate")
+	cmd.Env, cmd.Dir = o.env(), o.dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s migrate: %w: %s", bin, err, bytes.TrimSpace(out))
+	}
+	return nil
 }

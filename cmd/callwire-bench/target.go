@@ -73,12 +73,11 @@ func (t *target) close() error {
 
 // openTarget makes a fresh store of kind o.store, migrates it, creates the organization and key,
 // and starts the server on it. On an error it releases what it had acquired.
-func openTarget(ctx context.Context, o options, name string, logf func(string, ...any)) (t *target, err error) {
-	t = &target{name: name}
+func openTarget(ctx context.Context, o options, name string, logf func(string, ...any)) (_ *target, err error) {
+	t := &target{name: name}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, t.close())
-			t = nil
 		}
 	}()
 	tmp, err := os.MkdirTemp("", "callwire-bench-")
@@ -154,8 +153,31 @@ func openTarget(ctx context.Context, o options, name string, logf func(string, .
 	default:
 		return nil, fmt.Errorf("unknown store %q", o.store)
 	}
+	// A server binary given by -server-bin may be of another commit than the bench. It migrates
+	// the store first, and the bench's own migrations must then find nothing to apply: a bench
+	// newer than the server would otherwise leave the server on a schema it was not built for,
+	// whose indexes its statements do not expect, and measure that instead of the server.
+	var serverSchema int64
+	if o.serverBin != "" {
+		if err := migrateWith(ctx, o.serverBin, co); err != nil {
+			return nil, err
+		}
+		if serverSchema, err = t.schemaVersion(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.st.Migrate(ctx); err != nil {
 		return nil, err
+	}
+	if o.serverBin != "" {
+		v, err := t.schemaVersion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if v != serverSchema {
+			return nil, fmt.Errorf("%s migrates the store to version %d and this bench to %d: "+
+				"measure a server with the bench built from the same commit (docs/benchmarks.md)", o.serverBin, serverSchema, v)
+		}
 	}
 	orgID, cred, err := makeOrgAndKey(ctx, t.st)
 	if err != nil {
@@ -287,4 +309,20 @@ func (t *target) startRedisServer(ctx context.Context, redisURL, client string) 
 		return nil, nil, nil, errors.Join(err, srv.stop())
 	}
 	return srv, service, closeIdle, nil
+}
+
+// schemaVersion returns the version of the latest migration applied to the store.
+func (t *target) schemaVersion(ctx context.Context) (int64, error) {
+	const q = `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`
+	var v int64
+	var err error
+	if t.pool != nil {
+		err = t.pool.QueryRow(ctx, q).Scan(&v)
+	} else {
+		err = t.lite.db.QueryRowContext(ctx, q).Scan(&v)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the schema's version: %w", err)
+	}
+	return v, nil
 }
