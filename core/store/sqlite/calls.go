@@ -66,14 +66,16 @@ func rowsSQL(b *strings.Builder, n, m int) {
 	}
 }
 
-// findCallsSQL returns, for n keys (each its index, provider and provider call ID), the index,
-// call ID and call number of each key on file, for the organization bound last.
+// findCallsSQL returns, for n keys (each its index, call ID, provider and provider call ID), the
+// index, call ID and call number of each key on file, for the organization bound last. A call is
+// found by its ID through calls_id_key (migration 9), and its key is checked.
 func findCallsSQL(n int) string {
 	var b strings.Builder
-	b.WriteString(`WITH k (i, provider, provider_call_id) AS (VALUES `)
-	rowsSQL(&b, n, 3)
+	b.WriteString(`WITH k (i, call_id, provider, provider_call_id) AS (VALUES `)
+	rowsSQL(&b, n, 4)
 	b.WriteString(`) SELECT k.i, c.call_id, c.call_no FROM k
-		JOIN calls c ON c.org_id = ? AND c.provider = k.provider AND c.provider_call_id = k.provider_call_id`)
+		JOIN calls c ON c.org_id = ? AND c.call_id = k.call_id
+			AND c.provider = k.provider AND c.provider_call_id = k.provider_call_id`)
 	return b.String()
 }
 
@@ -342,12 +344,13 @@ func sameKey(a, b *store.CallWrite) bool {
 // the keys in order, up to 64 in one statement, and makes w's key check, when it has one, in the
 // first: it fails with store.ErrKeyRejected before anything is written.
 func findCalls(ctx context.Context, st *txStmts, w store.Write, order []int, results []store.CallResult, nos []int64) error {
-	args := make([]any, 0, 3*min(len(order), 1<<maxRowsLog)+4)
+	args := make([]any, 0, 4*min(len(order), 1<<maxRowsLog)+4)
 	first := true
 	return eachRun(order, func(k int, run []int) error {
 		args = args[:0]
 		for _, i := range run {
-			args = append(args, int64(i), w.Calls[i].Provider, w.Calls[i].ProviderCallID)
+			c := &w.Calls[i]
+			args = append(args, int64(i), store.CallID(w.OrgID, c.Provider, c.ProviderCallID), c.Provider, c.ProviderCallID)
 		}
 		args = append(args, w.OrgID)
 		stmt := st.src.findCalls[k]
@@ -609,8 +612,8 @@ func (s *Store) GetCall(ctx context.Context, orgID, provider, providerCallID str
 	)
 	err = tx.QueryRowContext(ctx, `SELECT call_no, call_id, direction, state, block, block_seq, block_at,
 		first_at, last_at, clients, created_at, updated_at, `+summaryColumns+`
-		FROM calls WHERE org_id = ? AND provider = ? AND provider_call_id = ?`,
-		orgID, provider, providerCallID).Scan(append([]any{&no, &c.ID, &c.Direction, &state, jsonCol{(*[]byte)(&c.Block)},
+		FROM calls WHERE org_id = ? AND call_id = ? AND provider = ? AND provider_call_id = ?`,
+		orgID, store.CallID(orgID, provider, providerCallID), provider, providerCallID).Scan(append([]any{&no, &c.ID, &c.Direction, &state, jsonCol{(*[]byte)(&c.Block)},
 		&c.BlockSequence, timeCol{&c.BlockAt}, timeCol{&c.FirstAt}, timeCol{&c.LastAt},
 		jsonCol{(*[]byte)(&c.Clients)}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}}, sum.dest()...)...)
 	c.Summary = sum.summary()
@@ -668,12 +671,12 @@ func (s *Store) ringing(ctx context.Context, op, orgID string, refs []store.Even
 		return []store.Ringing{}, nil
 	}
 	out := make([]store.Ringing, len(refs))
-	args := make([]any, 0, 4*min(len(refs), 1<<maxRowsLog)+4)
+	args := make([]any, 0, 5*min(len(refs), 1<<maxRowsLog)+4)
 	start := 0
 	err := eachRun(refs, func(k int, run []store.EventRef) error {
 		args = args[:0]
 		for i, r := range run {
-			args = append(args, int64(start+i), r.Provider, r.ProviderCallID, r.DedupeKey)
+			args = append(args, int64(start+i), store.CallID(orgID, r.Provider, r.ProviderCallID), r.Provider, r.ProviderCallID, r.DedupeKey)
 		}
 		args = append(args, orgID)
 		text := s.ringingTexts[k]
@@ -725,16 +728,17 @@ func readRinging(ctx context.Context, stmt *sql.Stmt, args []any, out []store.Ri
 	return keyLive, rows.Err()
 }
 
-// ringingSQL reads, for n refs (each its index, provider, provider call ID and the dedupe key of
-// a call_received), the index, the call's state and whether the event is on file of each ref
-// whose call is on file, for the organization bound last.
+// ringingSQL reads, for n refs (each its index, its call's ID, provider, provider call ID and
+// the dedupe key of a call_received), the index, the call's state and whether the event is on
+// file of each ref whose call is on file, for the organization bound last.
 func ringingSQL(n int) string {
 	var b strings.Builder
-	b.WriteString(`WITH r (i, provider, provider_call_id, dedupe_key) AS (VALUES `)
-	rowsSQL(&b, n, 4)
+	b.WriteString(`WITH r (i, call_id, provider, provider_call_id, dedupe_key) AS (VALUES `)
+	rowsSQL(&b, n, 5)
 	b.WriteString(`) SELECT r.i, c.state, EXISTS (SELECT 1 FROM call_events e
 			WHERE e.org_id = c.org_id AND e.call_no = c.call_no AND e.dedupe_key = r.dedupe_key)
-		FROM r JOIN calls c ON c.org_id = ? AND c.provider = r.provider AND c.provider_call_id = r.provider_call_id`)
+		FROM r JOIN calls c ON c.org_id = ? AND c.call_id = r.call_id
+			AND c.provider = r.provider AND c.provider_call_id = r.provider_call_id`)
 	return b.String()
 }
 

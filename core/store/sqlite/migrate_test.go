@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func TestMigrationNumbersCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	foreignKeysOff(t, s) // as Migrate runs migrations
 	if _, err := p.UpTo(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +101,7 @@ func TestMigrationNumbersCalls(t *testing.T) {
 	// Down again: the same rows, in the old tables.
 	s.stmts.close()
 	s.closeReads()
+	foreignKeysOff(t, s) // Migrate turned them on again
 	if _, err := p.DownTo(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -110,5 +113,65 @@ func TestMigrationNumbersCalls(t *testing.T) {
 	}
 	if nCalls != 3 || nEvents != 7 || nJoined != 7 {
 		t.Errorf("after migrating down: %d calls, %d events, %d joined to their calls; want 3, 7, 7", nCalls, nEvents, nJoined)
+	}
+}
+
+// foreignKeysOff turns foreign keys off on s's writer, as Migrate does while migrations run.
+func foreignKeysOff(t *testing.T, s *Store) {
+	t.Helper()
+	if _, err := s.writer.ExecContext(t.Context(), "PRAGMA foreign_keys = OFF"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMigrationFindsCallsByIDChecksReferences: migration 9 rebuilds the calls table with
+// foreign keys off, so it checks the events' references itself. On a store where an event's
+// call is not on file, it fails and changes nothing; Migrate turns foreign keys on again.
+func TestMigrationFindsCallsByIDChecksReferences(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "broken.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.writer, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignKeysOff(t, s)
+	if _, err := p.UpTo(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	at := encTime(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	for _, q := range []string{
+		`INSERT INTO orgs (org_id, name, created_at) VALUES ('org', 'clinic', ?1)`,
+		`INSERT INTO calls (call_no, org_id, call_id, provider, provider_call_id, direction, state, block_seq,
+			block_at, first_at, last_at, created_at, updated_at) VALUES (1, 'org', 'id', 'sip', 'a', 'inbound', 3, 1, ?1, ?1, ?1, ?1, ?1)`,
+		// An event of call 2, which is not on file.
+		`INSERT INTO call_events (org_id, event_id, call_no, call_id, type, dedupe_key, sequence, provider_event_id,
+			occurred_at, order_at, received_at, body) VALUES ('org', 'e', 2, 'id2', 'call_ended', 'k', 1, '', ?1, ?1, ?1, '{}')`,
+	} {
+		if _, err := s.writer.ExecContext(ctx, q, at); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	err = s.Migrate(ctx)
+	if err == nil || !strings.Contains(err.Error(), "broken = 0") {
+		t.Fatalf("Migrate on a store with an event whose call is not on file: %v; want the migration's check to fail", err)
+	}
+	var version, idKeys, fks int64
+	if err := s.writer.QueryRowContext(ctx, `SELECT (SELECT max(version_id) FROM goose_db_version),
+		(SELECT count(*) FROM sqlite_master WHERE name = 'calls_id_key')`).Scan(&version, &idKeys); err != nil {
+		t.Fatal(err)
+	}
+	if version != 8 || idKeys != 0 {
+		t.Errorf("after the failed migration: version %d, calls_id_key present %d times; want 8 and none", version, idKeys)
+	}
+	if err := s.writer.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fks); err != nil || fks != 1 {
+		t.Errorf("foreign keys after Migrate: %d, %v; want on", fks, err)
 	}
 }

@@ -228,12 +228,22 @@ func (s *Store) Migrate(ctx context.Context) error {
 	// A migration's statement may change every page of a table, and its journal would then
 	// hold the table in memory: migrations journal to temporary files, as SQLite does by
 	// default, and the writes that follow in memory again.
-	if _, err := s.writer.ExecContext(ctx, "PRAGMA temp_store = FILE"); err != nil {
-		return wrapErr(ctx, "migrate", err)
+	//
+	// Foreign keys are off while migrations run, as SQLite's procedure for changing a table asks:
+	// a migration that rebuilds a table others refer to drops the old table and renames its copy
+	// in its place, and with them on the drop would first delete the old table's rows, which the
+	// rows referring to them forbid. Such a migration checks the references itself before it
+	// commits (migration 9).
+	for _, pragma := range []string{"PRAGMA temp_store = FILE", "PRAGMA foreign_keys = OFF"} {
+		if _, err := s.writer.ExecContext(ctx, pragma); err != nil {
+			return wrapErr(ctx, "migrate", err)
+		}
 	}
 	_, err = p.Up(ctx)
-	if _, rerr := s.writer.ExecContext(context.WithoutCancel(ctx), "PRAGMA temp_store = MEMORY"); rerr != nil && err == nil {
-		err = rerr
+	for _, pragma := range []string{"PRAGMA temp_store = MEMORY", "PRAGMA foreign_keys = ON"} {
+		if _, rerr := s.writer.ExecContext(context.WithoutCancel(ctx), pragma); rerr != nil && err == nil {
+			err = rerr
+		}
 	}
 	if err != nil {
 		return wrapErr(ctx, "migrate", err)

@@ -30,6 +30,7 @@ func TestSummaryMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	foreignKeysOff(t, s) // as Migrate runs migrations
 	if _, err := p.UpTo(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +44,9 @@ func TestSummaryMigration(t *testing.T) {
 	exec(`INSERT INTO orgs (org_id, name, created_at) VALUES ('org', 'clinic', ?)`, encTime(at))
 	exec(`INSERT INTO calls (org_id, call_id, provider, provider_call_id, direction, state, block, block_seq,
 			block_at, first_at, last_at, created_at, updated_at)
-		VALUES ('org', 'call-a', 'pbx', 'a', 'inbound', 3,
+		VALUES ('org', ?2, 'pbx', 'a', 'inbound', 3,
 			'{"direction":"inbound","from":{"number":"+442071230100"},"to":{"kind":"extension","extension":"200"}}',
-			5, ?1, ?1, ?1, ?1, ?1)`, encTime(at))
+			5, ?1, ?1, ?1, ?1, ?1)`, encTime(at), store.CallID("org", "pbx", "a"))
 	for k, ev := range []struct{ typ, body string }{
 		{"call_received", `{"locations":["front"]}`},
 		{"call_answered", `{"answeredBy":"201"}`},
@@ -55,7 +56,7 @@ func TestSummaryMigration(t *testing.T) {
 	} {
 		exec(`INSERT INTO call_events (org_id, event_id, call_no, call_id, type, dedupe_key, sequence, provider_event_id,
 				occurred_at, order_at, received_at, body)
-			SELECT 'org', ?1, call_no, 'call-a', ?2, ?1, ?3, '', ?4, ?4, ?4, ?5 FROM calls WHERE call_id = 'call-a'`,
+			SELECT 'org', ?1, call_no, call_id, ?2, ?1, ?3, '', ?4, ?4, ?4, ?5 FROM calls WHERE provider_call_id = 'a'`,
 			fmt.Sprintf("e%d", k), ev.typ, k+1, encTime(at.Add(time.Duration(k)*time.Second)), ev.body)
 	}
 	if err := s.Migrate(ctx); err != nil {
@@ -79,6 +80,7 @@ func TestSummaryMigration(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("summary = %+v, want %+v", got, want)
 	}
+	foreignKeysOff(t, s) // Migrate turned them on again
 	if _, err := p.DownTo(ctx, 4); err != nil {
 		t.Fatalf("down: %v", err)
 	}
