@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/callwire/callwire/sdk/event"
 )
 
 // CallFilter selects an organization's calls for ListCalls. Its zero value selects every call;
@@ -88,6 +90,21 @@ func CheckList(f CallFilter, limit int) error {
 	}
 	if limit < 1 || limit > MaxListLimit {
 		return fmt.Errorf("%w: limit %d is not 1 to %d", ErrInvalid, limit, MaxListLimit)
+	}
+	return nil
+}
+
+// MaxRingingLimit is the most calls one RingingCalls returns.
+const MaxRingingLimit = 100
+
+// CheckRinging reports why a RingingCalls of locations and limit is refused, wrapping
+// ErrInvalid, or nil: every implementation refuses the same arguments.
+func CheckRinging(locations []string, limit int) error {
+	if len(locations) == 0 || len(locations) > event.MaxLocations {
+		return fmt.Errorf("%w: %d locations, not 1 to %d", ErrInvalid, len(locations), event.MaxLocations)
+	}
+	if limit < 1 || limit > MaxRingingLimit {
+		return fmt.Errorf("%w: limit %d is not 1 to %d", ErrInvalid, limit, MaxRingingLimit)
 	}
 	return nil
 }

@@ -367,6 +367,14 @@ type Store interface {
 	// once, however many calls are created meanwhile (they start later, or have a greater No).
 	// An f that fails Validate, or a limit out of range, is an error wrapping ErrInvalid.
 	ListCalls(ctx context.Context, orgID string, f CallFilter, after *CallPosition, limit int) ([]CallRecord, error)
+	// RingingCalls returns up to limit (1 to MaxRingingLimit) of the organization's calls that
+	// ring now (State is StateRinging: neither answered nor ended yet), started (FirstAt) at or
+	// after since, and whose Summary.Locations name one of locations (1 to event.MaxLocations
+	// names), newest first as ListCalls orders them, without their events. It is what a popup
+	// stream replays to a desk that connects while calls ring (see docs/popup.md). A call with
+	// no locations on file is not returned. A limit out of range, or no locations, is an error
+	// wrapping ErrInvalid.
+	RingingCalls(ctx context.Context, orgID string, locations []string, since time.Time, limit int) ([]Call, error)
 
 	// CreateOrg stores a new organization, its Lookup, Region and RetentionDays included;
 	// ErrConflict if the ID exists, an error wrapping ErrInvalid if o.Region.Validate or

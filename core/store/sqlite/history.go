@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/callwire/callwire/core/store"
 )
@@ -220,4 +221,32 @@ func outcomeSQL(o string) string {
 		return `(c.state = ` + ended + ` AND c.flags & ` + either + ` = 0 AND c.direction <> 'inbound')`
 	}
 	return `0`
+}
+
+// RingingCalls returns the organization's calls ringing now in locations, started at or after
+// since, newest first. It walks calls_started_idx backwards from now to since, so it reads the
+// calls that started in that span and no index of its own: a new call pays nothing for it. See
+// store.Store.
+func (s *Store) RingingCalls(ctx context.Context, orgID string, locations []string, since time.Time, limit int) ([]store.Call, error) {
+	if err := store.CheckRinging(locations, limit); err != nil {
+		return nil, fmt.Errorf("sqlite: ringing calls: %w", err)
+	}
+	args := []any{orgID, encTime(since), int64(store.StateRinging)}
+	for _, l := range locations {
+		args = append(args, l)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+historyColumns+` FROM calls c
+		WHERE c.org_id = ? AND c.first_at >= ? AND c.state = ?
+		AND EXISTS (SELECT 1 FROM json_each(c.locations) l WHERE l.value IN (?`+strings.Repeat(", ?", len(locations)-1)+`))
+		ORDER BY c.first_at DESC, c.call_no DESC LIMIT `+strconv.Itoa(limit), args...)
+	if err != nil {
+		return nil, wrapErr(ctx, "ringing calls", err)
+	}
+	calls, err := collect(rows, func(r interface{ Scan(...any) error }) (store.Call, error) {
+		return scanHistoryCall(r, orgID)
+	})
+	if err != nil {
+		return nil, wrapErr(ctx, "ringing calls", err)
+	}
+	return calls, nil
 }

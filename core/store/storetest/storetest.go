@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Concurrency", concurrencyTests()},
 		{"KeyCheck", keyCheckTests()},
 		{"Ringing", ringingTests()},
+		{"RingingCalls", ringingCallsTests()},
 		{"Callbacks", callbackTests()},
 		{"CallbacksRecompute", callbackRecomputeTests()},
 		{"CallbacksRace", callbackRaceTests()},
