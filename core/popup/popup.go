@@ -28,6 +28,10 @@ const (
 	LookupSkipped LookupOutcome = "skipped"        // no number to look up (anonymous or unknown caller)
 	LookupFailed  LookupOutcome = "failed"         // the lookup refused, failed, timed out, or its breaker is open
 	LookupNotSet  LookupOutcome = "not_configured" // the organization has no lookup endpoint
+	// LookupUnknown is the outcome of a popup rebuilt from the store (a popup stream's replay
+	// of a call still ringing, see docs/popup.md) whose lookup matched no one for a reason the
+	// store does not keep: it failed, or the organization had no lookup endpoint.
+	LookupUnknown LookupOutcome = "unknown"
 )
 
 // Popup is one ringing, for the workstations of one organization. Its JSON form is the message
