@@ -88,6 +88,10 @@ type Options struct {
 	// Popups feeds GET /api/v1/popups/stream and so the front desk page; nil leaves both
 	// unserved (404).
 	Popups Popups
+	// Ringing, when not nil, gives a popup stream, as it opens, the popups of the calls ringing
+	// now, sent before the live ones (see docs/popup.md, "Reconnecting"); nil sends only popups
+	// published after the stream opened.
+	Ringing RingingPopups
 	// Heartbeat is how often an idle popup stream sends a comment line, and how often a stream
 	// re-reads its key so that a revoked key's stream ends. Default 15s.
 	Heartbeat time.Duration

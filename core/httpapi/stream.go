@@ -34,11 +34,20 @@ type Popups interface {
 	Subscribe(ctx context.Context, orgID string, locations []string) (popup.Subscription, error)
 }
 
+// RingingPopups is where a popup stream reads, as it opens, the popups of the calls ringing now
+// (an *ingest.Replay satisfies it).
+type RingingPopups interface {
+	// RingingPopups returns the popups of orgID's calls that ring now in one of locations,
+	// newest first, each with the ID the broker published it under.
+	RingingPopups(ctx context.Context, orgID string, locations []string) ([]popup.Popup, error)
+}
+
 // streamMetrics describe the open popup streams.
 type streamMetrics struct {
-	open   prometheus.Gauge
-	popups prometheus.Counter
-	ended  *prometheus.CounterVec
+	open     prometheus.Gauge
+	popups   prometheus.Counter
+	replayed prometheus.Counter
+	ended    *prometheus.CounterVec
 }
 
 func newStreamMetrics() streamMetrics {
@@ -49,6 +58,9 @@ func newStreamMetrics() streamMetrics {
 		popups: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "callwire_popup_stream_popups_total", Help: "Popups written to popup event streams.",
 		}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "callwire_popup_stream_replayed_total", Help: "Popups of calls ringing as a popup event stream opened, read from the store and written to it (also counted in callwire_popup_stream_popups_total).",
+		}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "callwire_popup_streams_ended_total",
 			Help: "Popup event streams ended, by reason: client_gone, subscription_ended, key_refused, shutdown.",
@@ -57,7 +69,7 @@ func newStreamMetrics() streamMetrics {
 }
 
 func (m streamMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.open, m.popups, m.ended}
+	return []prometheus.Collector{m.open, m.popups, m.replayed, m.ended}
 }
 
 // streamWriteBound is how long one write to a stream may block (a client that stopped reading)
@@ -158,9 +170,12 @@ func (a *api) streamPopups(c *fiber.Ctx) error {
 		a.log.Warn("popup subscription failed; answered 503", "trace_id", tr, "org_id", p.OrgID, "error", err)
 		return a.fail(c, fiber.StatusServiceUnavailable, "popups are unavailable for a moment; reconnect after Retry-After seconds", nil)
 	}
+	// The subscription is made before the store is read for the calls ringing now (in run), so
+	// that a call that rings in between reaches the stream one way or the other.
 	s := &stream{
 		a: a, ctx: sctx, sub: sub, creds: creds, principal: p, locations: locs, trace: tr,
 		conn: c.Context().Conn(), started: time.Now(), readsCalls: p.Allows(auth.ScopeCallsRead),
+		lastEventID: strings.Clone(c.Get("Last-Event-ID")),
 	}
 	a.streams.open.Inc()
 	a.log.Info("popup stream opened", "trace_id", tr, "org_id", p.OrgID, "client_id", p.ClientID, "locations", locs)
@@ -197,6 +212,12 @@ type stream struct {
 	// readsCalls is whether the key, as last read, holds org.calls.read: only such a stream is
 	// told when the to-call-back list changes.
 	readsCalls bool
+	// lastEventID is the request's Last-Event-ID: the id of the last popup the client read.
+	lastEventID string
+	// replayed are the IDs of the popups sent from the store as the stream opened: the same
+	// popup arriving live afterwards is not sent again.
+	replayed map[string]struct{}
+	buf      []byte
 }
 
 // callbacksEvent is what a stream sends when the organization's to-call-back list may have
@@ -229,10 +250,12 @@ func (s *stream) loop() (reason string, err error) {
 	if err := s.write([]byte(prelude)); err != nil {
 		return "client_gone", err
 	}
+	if err := s.replay(); err != nil {
+		return "client_gone", err
+	}
 	beat := time.NewTicker(s.a.o.Heartbeat)
 	defer beat.Stop()
 	notices := s.sub.Callbacks()
-	var buf []byte
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -250,22 +273,13 @@ func (s *stream) loop() (reason string, err error) {
 					"org_id", s.principal.OrgID, "popup_org_id", p.OrgID, "popup_id", p.ID)
 				continue
 			}
-			data, err := marshalNoEscape(p)
-			if err != nil {
-				s.a.log.Error("popup not encodable; not sent", "trace_id", s.trace, "popup_id", p.ID, "error", err)
+			if _, ok := s.replayed[p.ID]; ok {
+				// Sent from the store as the stream opened.
 				continue
 			}
-			buf = buf[:0]
-			if validEventID(p.ID) {
-				buf = append(append(append(buf, "id: "...), p.ID...), '\n')
-			}
-			buf = append(buf, "event: popup\ndata: "...)
-			buf = append(append(buf, data...), "\n\n"...)
-			if err := s.write(buf); err != nil {
+			if _, err := s.writePopup(&p); err != nil {
 				return "client_gone", err
 			}
-			s.sent++
-			s.a.streams.popups.Inc()
 		case _, ok := <-notices:
 			if !ok {
 				// The subscription ended: its popups channel, closed with it, says why once the
@@ -290,6 +304,70 @@ func (s *stream) loop() (reason string, err error) {
 			}
 		}
 	}
+}
+
+// replay writes the popups of the calls ringing now in the stream's locations, read from the
+// store, oldest first, all but the one the client names as its Last-Event-ID (it read that one):
+// a desk that connects, or reconnects after a break, shows the calls that started ringing while
+// it was away, which the broker, delivering each popup at most once to the streams open as it
+// is published, cannot give it. A store that does not answer within the request timeout costs
+// the replay, not the stream. It returns only a write's error.
+func (s *stream) replay() error {
+	if s.a.o.Ringing == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.a.o.RequestTimeout)
+	ps, err := s.a.o.Ringing.RingingPopups(ctx, s.principal.OrgID, s.locations)
+	cancel()
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.a.log.Warn("popup stream: calls ringing now not read; only new popups are sent", "trace_id", s.trace,
+				"org_id", s.principal.OrgID, "error", err)
+		}
+		return nil
+	}
+	s.replayed = make(map[string]struct{}, len(ps))
+	for i := len(ps) - 1; i >= 0; i-- {
+		p := &ps[i]
+		if p.OrgID != s.principal.OrgID {
+			continue
+		}
+		s.replayed[p.ID] = struct{}{}
+		if p.ID == s.lastEventID {
+			continue
+		}
+		sent, err := s.writePopup(p)
+		if err != nil {
+			return err
+		}
+		if sent {
+			s.a.streams.replayed.Inc()
+		}
+	}
+	return nil
+}
+
+// writePopup writes p as a popup event, with p.ID as the event's id, and counts it. It reports
+// whether p was written: a popup that cannot be encoded is logged and skipped.
+func (s *stream) writePopup(p *popup.Popup) (bool, error) {
+	data, err := marshalNoEscape(p)
+	if err != nil {
+		s.a.log.Error("popup not encodable; not sent", "trace_id", s.trace, "popup_id", p.ID, "error", err)
+		return false, nil
+	}
+	buf := s.buf[:0]
+	if validEventID(p.ID) {
+		buf = append(append(append(buf, "id: "...), p.ID...), '\n')
+	}
+	buf = append(buf, "event: popup\ndata: "...)
+	buf = append(append(buf, data...), "\n\n"...)
+	s.buf = buf
+	if err := s.write(buf); err != nil {
+		return false, err
+	}
+	s.sent++
+	s.a.streams.popups.Inc()
+	return true, nil
 }
 
 // write sends b to the client at once. Before each write it moves the connection's write

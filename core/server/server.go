@@ -198,6 +198,10 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	replay, err := ingest.NewReplay(o.Store, 0, 0, o.Now)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	app, err := httpapi.New(httpapi.Options{
 		Auth:           authn,
 		Ingest:         svc,
@@ -214,6 +218,7 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 		IdleTimeout:    c.Server.IdleTimeout,
 		RetryAfter:     c.Server.RetryAfter,
 		Popups:         broker,
+		Ringing:        replay,
 		History:        hist,
 		Notices:        broker,
 		NoticeTimeout:  c.Ingest.PublishTimeout,

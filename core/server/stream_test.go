@@ -47,10 +47,19 @@ type popupStream struct {
 // stream opens the popup stream with the key's headers and the query ("" or "?locations=...").
 func (e *env) stream(clientID, secret, query string) *popupStream {
 	e.t.Helper()
+	return e.streamWith(clientID, secret, query, "")
+}
+
+// streamWith is stream sending lastEventID, when not "", as the Last-Event-ID header.
+func (e *env) streamWith(clientID, secret, query, lastEventID string) *popupStream {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(e.t.Context())
 	req, err := http.NewRequestWithContext(ctx, "GET", e.base+"/api/v1/popups/stream"+query, nil)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
 	}
 	req.Header.Set("Client-ID", clientID)
 	req.Header.Set("Client-Secret", secret)
