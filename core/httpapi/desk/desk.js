@@ -31,6 +31,9 @@
   let retryHint = 3000;
   let heartbeatMs = 15000;
   const seen = new Map(); // popup id -> time it arrived
+  // lastEventId is the id of the last event read, sent back as Last-Event-ID on reconnect, as
+  // EventSource would: the server then leaves that popup out of the calls ringing it replays.
+  let lastEventId = '';
 
   // ---- settings ------------------------------------------------------------------------------
 
@@ -157,7 +160,10 @@
     let res;
     try {
       res = await fetch(`${STREAM}?locations=${encodeURIComponent(settings.locations.join(','))}`, {
-        headers: { 'Client-ID': settings.clientId, 'Client-Secret': settings.secret, Accept: 'text/event-stream' },
+        headers: {
+          'Client-ID': settings.clientId, 'Client-Secret': settings.secret, Accept: 'text/event-stream',
+          ...(lastEventId ? { 'Last-Event-ID': lastEventId } : {}),
+        },
         cache: 'no-store',
         credentials: 'omit',
         signal: ctl.signal,
@@ -209,6 +215,7 @@
         const line = buffer.slice(0, nl);
         buffer = buffer.slice(nl + (buffer.startsWith('\r\n', nl) ? 2 : 1));
         if (line === '') {
+          if (ev.id) lastEventId = ev.id;
           if (ev.data.length) dispatch(ev.type || 'message', ev.data.join('\n'), ctl);
           ev = { type: '', data: [], id: '' };
           if (controller !== ctl) return;
@@ -241,7 +248,8 @@
         if (Array.isArray(msg.scopes)) setScopes(msg.scopes);
         alive(ctl);
         setStatus('connected', 'Connected', `Listening for calls to ${settings.locations.join(', ')}`);
-        // Nothing is replayed: whatever changed while the desk was away is read afresh.
+        // The server sends the popups of the calls ringing now next (showPopup drops those
+        // shown already); the lists are read afresh.
         if (readsCalls() || view === 'callbacks') scheduleCallbacks(0);
         if (view === 'calls') scheduleCalls(0);
         break;
