@@ -78,6 +78,13 @@ func TestHistoryReadsUseTheirIndexes(t *testing.T) {
 	if !strings.Contains(plan, "calls_id_idx") {
 		t.Errorf("a call by its id does not read through calls_id_idx:\n%s", plan)
 	}
+	// The calls ringing now, replayed to a popup stream as it opens, add no index of their own:
+	// the organization's calls of the last minutes, through calls_started_idx.
+	plan = explain(t, s, ringingCallsSQL+"50", org, time.Now().Add(-2*time.Minute), int16(store.StateRinging), []string{"front", "main"})
+	t.Logf("the calls ringing now:\n%s", plan)
+	if !strings.Contains(plan, "calls_started_idx") || strings.Contains(plan, "Seq Scan on calls") {
+		t.Errorf("the calls ringing now are not read through calls_started_idx:\n%s", plan)
+	}
 	plan = explain(t, s, eventsOfSQL, org, []int64{1, 2, 3})
 	t.Logf("the events of a page:\n%s", plan)
 	// The page's calls are found in the events' unique key (org_id, call_no, dedupe_key): the

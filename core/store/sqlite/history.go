@@ -235,10 +235,7 @@ func (s *Store) RingingCalls(ctx context.Context, orgID string, locations []stri
 	for _, l := range locations {
 		args = append(args, l)
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+historyColumns+` FROM calls c
-		WHERE c.org_id = ? AND c.first_at >= ? AND c.state = ?
-		AND EXISTS (SELECT 1 FROM json_each(c.locations) l WHERE l.value IN (?`+strings.Repeat(", ?", len(locations)-1)+`))
-		ORDER BY c.first_at DESC, c.call_no DESC LIMIT `+strconv.Itoa(limit), args...)
+	rows, err := s.reader.QueryContext(ctx, ringingCallsSQL(len(locations), limit), args...)
 	if err != nil {
 		return nil, wrapErr(ctx, "ringing calls", err)
 	}
@@ -249,4 +246,13 @@ func (s *Store) RingingCalls(ctx context.Context, orgID string, locations []stri
 		return nil, wrapErr(ctx, "ringing calls", err)
 	}
 	return calls, nil
+}
+
+// ringingCallsSQL is RingingCalls' query for n locations: the organization, since, the ringing
+// state, then the n locations.
+func ringingCallsSQL(n, limit int) string {
+	return `SELECT ` + historyColumns + ` FROM calls c
+		WHERE c.org_id = ? AND c.first_at >= ? AND c.state = ?
+		AND EXISTS (SELECT 1 FROM json_each(c.locations) l WHERE l.value IN (?` + strings.Repeat(", ?", n-1) + `))
+		ORDER BY c.first_at DESC, c.call_no DESC LIMIT ` + strconv.Itoa(limit)
 }
