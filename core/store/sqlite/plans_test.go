@@ -23,7 +23,7 @@ func TestHotStatementsSearchTheirIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	texts := map[string]string{"updateCall": updateCallSQL, "updateCallKept": updateCallKeptSQL, "findEvent": findEventSQL, "checkKey": checkKeySQL, "dueCalls": dueCallsSQL,
-		"ringingCalls/1": ringingCallsSQL(1, 50), "ringingCalls/32": ringingCallsSQL(32, 50)}
+		"replayCalls/1": ringingCallsSQL(1, 50), "replayCalls/32": ringingCallsSQL(32, 50)}
 	for k := range maxRowsLog + 1 {
 		n := 1 << k
 		for name, text := range map[string]string{"findCalls": findCallsSQL(n), "insertCalls": insertCallsSQL(n),
