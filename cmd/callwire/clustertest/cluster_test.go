@@ -1,0 +1,545 @@
+// Package clustertest runs callwire as a deployment past one machine runs it, and injects faults
+// while it works: three `callwire serve` replicas (the real binary, each its own process) on one
+// PostgreSQL schema and one Redis, HAProxy in front of them, workstations holding popup streams
+// on every replica, and reporters posting calls through HAProxy with the SDK. One serve replica
+// is killed with SIGKILL mid-run and started again; the broker's and the store's own faults join
+// the run through Broker.Faults and Store.Faults. Afterwards it checks that every acknowledged
+// event is stored exactly once and none invented, and that every call that rang reached the
+// desks of its locations once, and reports what was lost, retried and slowed in each fault
+// window.
+//
+// It runs only with CALLWIRE_CLUSTER_TEST=1 (`make cluster-test` sets it), and needs HAProxy
+// (Debian package haproxy), PostgreSQL and Redis (see .ci/services.sh).
+package clustertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/callwire/callwire/cmd/callwire/e2etest"
+)
+
+// EnvRun is the environment variable that, set to "1", runs the topology; without it the test
+// skips at once.
+const EnvRun = "CALLWIRE_CLUSTER_TEST"
+
+// EnvRequireHAProxy is the environment variable that, set to "1", turns a missing haproxy from a
+// skip into a failure.
+const EnvRequireHAProxy = "CALLWIRE_REQUIRE_HAPROXY"
+
+// callwireBin is the callwire binary the test built, when EnvRun is set.
+var callwireBin string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(EnvRun) != "1" {
+		os.Exit(m.Run())
+	}
+	os.Exit(e2etest.Main(m, &callwireBin))
+}
+
+// The shape of the run.
+const (
+	replicaCount  = 3
+	reporterCount = 4
+	// calm is the stretch of load before the first fault and after each.
+	calm = 10 * time.Second
+	// settle is how long after a request ends its popup may still be on its way: a desk's stream
+	// must have been open from the request's start to this long after its end for the desk to
+	// owe it.
+	settle = time.Second
+	// replicaDown is how long a killed replica stays down once HAProxy has taken it out.
+	replicaDown = 3 * time.Second
+)
+
+// window is a stretch of the run the report gives figures for.
+type window struct {
+	name        string
+	from, until time.Time
+}
+
+func TestCluster(t *testing.T) {
+	if os.Getenv(EnvRun) != "1" {
+		t.Skip("clustertest: SKIPPING: the cluster topology runs with " + EnvRun + "=1 (make cluster-test)")
+	}
+	haproxy := haproxyPath()
+	if haproxy == "" {
+		msg := "clustertest: the topology needs HAProxy (apt-get install -y -q haproxy)"
+		if os.Getenv(EnvRequireHAProxy) == "1" {
+			t.Fatal(msg + ", and " + EnvRequireHAProxy + "=1")
+		}
+		t.Skip(msg + "; SKIPPING")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+
+	st, br := startStore(t), startBroker(t)
+	base := slices.Concat(st.Env(), br.Env())
+	cli(t, ctx, base, "migrate")
+	org := strings.TrimSpace(cli(t, ctx, base, "orgs", "create", "--name", "Riverside Clinic Group"))
+	var reporterKey, deskKey struct{ ClientID, ClientSecret string }
+	mustJSON(t, cli(t, ctx, base, "keys", "create", "--org", org, "--scope", "org.calls.events", "--output", "json"), &reporterKey)
+	mustJSON(t, cli(t, ctx, base, "keys", "create", "--org", org, "--scope", "org.popups.read", "--scope", "org.calls.read", "--output", "json"), &deskKey)
+
+	env := slices.Concat(base, []string{
+		"CALLWIRE_DATABASE_AUTO_MIGRATE=false",
+		// Three replicas share the machine's PostgreSQL with everything else on it.
+		"CALLWIRE_DATABASE_MAX_CONNS=6",
+		"CALLWIRE_POPUPS_HEARTBEAT=2s",
+		"CALLWIRE_LOG_FORMAT=json",
+		"CALLWIRE_LOG_LEVEL=warn",
+	})
+	replicas := make([]*replica, replicaCount)
+	for i := range replicas {
+		replicas[i] = &replica{name: replicaName(i), addr: freeAddr(t), dir: t.TempDir(), env: env}
+		if err := replicas[i].start(t, ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lb := startLoadBalancer(t, ctx, haproxy, replicas)
+
+	// Two desks per replica: one at the front desk, one in the lab.
+	deskCtx, stopDesks := context.WithCancel(ctx)
+	defer stopDesks()
+	var desks []*desk
+	var deskStopped []<-chan struct{}
+	for _, r := range replicas {
+		for _, loc := range []string{"front-desk", "lab"} {
+			d := newDesk(fmt.Sprintf("desk %s@%s", loc, r.name), loc, r.url(), lb.url(), deskKey.ClientID, deskKey.ClientSecret)
+			stopped, err := d.run(deskCtx, 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			desks = append(desks, d)
+			deskStopped = append(deskStopped, stopped)
+		}
+	}
+
+	faults := slices.Concat([]Fault{killReplica(t, lb, replicas[1])}, br.Faults(), st.Faults())
+
+	rep := newReporters()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	loadDone := make(chan error, 1)
+	go func() {
+		loadDone <- rep.run(loadCtx, reporterCount, lb.url(), reporterKey.ClientID, reporterKey.ClientSecret)
+	}()
+
+	runStart := time.Now()
+	var windows []window
+	pause := func() {
+		select {
+		case <-ctx.Done():
+		case err := <-loadDone:
+			t.Fatalf("reporters stopped early: %v", err)
+		case <-time.After(calm):
+		}
+	}
+	pause()
+	for _, f := range faults {
+		w := window{name: f.Name, from: time.Now()}
+		if err := f.Inject(ctx); err != nil {
+			t.Fatalf("%s: inject: %v", f.Name, err)
+		}
+		if err := f.Heal(ctx); err != nil {
+			t.Fatalf("%s: heal: %v", f.Name, err)
+		}
+		w.until = time.Now()
+		t.Logf("fault %q: %v from %.1fs into the run", f.Name, w.until.Sub(w.from).Round(10*time.Millisecond), w.from.Sub(runStart).Seconds())
+		windows = append(windows, w)
+		pause()
+	}
+	stopLoad()
+	if err := <-loadDone; err != nil {
+		t.Fatal(err)
+	}
+	runEnd := time.Now()
+	posts := rep.all()
+
+	// The popups of the last calls are still on their way; wait until every desk has what it
+	// owes, or a bound.
+	owed := owedPopups(posts, desks)
+	_ = poll(ctx, 15*time.Second, "the desks to receive the popups they owe", func() (bool, error) {
+		for _, o := range owed {
+			if o.desk.received(o.call) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	stopDesks()
+	for _, s := range deskStopped {
+		<-s
+	}
+
+	stored := readStored(t, ctx, lb.url(), deskKey.ClientID, deskKey.ClientSecret, posts)
+	checkEvents(t, posts, stored)
+	popups := checkPopups(t, posts, desks, windows)
+	report(t, runEnd.Sub(runStart), posts, windows, popups, desks)
+}
+
+// killReplica is the fault that kills r with SIGKILL mid-run, waits until HAProxy has taken it
+// out, leaves it down for replicaDown, then starts it again in place and waits until HAProxy
+// sends it requests again.
+func killReplica(t *testing.T, lb *loadBalancer, r *replica) Fault {
+	return Fault{
+		Name: r.name + " killed (SIGKILL) and restarted",
+		Inject: func(ctx context.Context) error {
+			if err := r.kill(ctx); err != nil {
+				return err
+			}
+			if err := lb.waitStatus(ctx, r.name, "DOWN"); err != nil {
+				return err
+			}
+			// The replica stays down a while, as one does until its supervisor restarts it, so
+			// that the load runs on the others.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(replicaDown):
+				return nil
+			}
+		},
+		Heal: func(ctx context.Context) error {
+			if err := r.start(t, ctx); err != nil {
+				return err
+			}
+			return lb.waitStatus(ctx, r.name, "UP")
+		},
+	}
+}
+
+// mustJSON decodes s into v, failing t.
+func mustJSON(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+}
+
+// eventKey names one event of the run: its call and its sequence.
+type eventKey struct {
+	call string
+	seq  int
+}
+
+// readStored reads every call of the organization and its events through the history API, and
+// returns how many times each event is stored. It reads again, within a bound, while an
+// acknowledged event is missing: a read that may be served by a standby lags the primary.
+func readStored(t *testing.T, ctx context.Context, base, clientID, secret string, posts []post) map[eventKey]int {
+	t.Helper()
+	get := func(path string, v any) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Client-ID", clientID)
+		req.Header.Set("Client-Secret", secret)
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
+		}
+		return json.NewDecoder(resp.Body).Decode(v)
+	}
+	read := func() (map[eventKey]int, error) {
+		var ids []string
+		cursor := ""
+		for {
+			var page struct {
+				Items []struct {
+					ID string `json:"id"`
+				} `json:"items"`
+				Next *string `json:"next"`
+			}
+			path := "/api/v1/calls?limit=500"
+			if cursor != "" {
+				path += "&cursor=" + url.QueryEscape(cursor)
+			}
+			if err := get(path, &page); err != nil {
+				return nil, err
+			}
+			for _, it := range page.Items {
+				ids = append(ids, it.ID)
+			}
+			if page.Next == nil || *page.Next == "" {
+				break
+			}
+			cursor = *page.Next
+		}
+		out := map[eventKey]int{}
+		var mu sync.Mutex
+		var firstErr error
+		var wg sync.WaitGroup
+		work := make(chan string)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for id := range work {
+					var call struct {
+						ProviderCallID string `json:"providerCallId"`
+						Events         []struct {
+							ProviderCallID string `json:"providerCallId"`
+							Sequence       int    `json:"sequence"`
+						} `json:"events"`
+					}
+					err := get("/api/v1/calls/"+url.PathEscape(id), &call)
+					mu.Lock()
+					if err != nil && firstErr == nil {
+						firstErr = err
+					}
+					for _, e := range call.Events {
+						out[eventKey{call: e.ProviderCallID, seq: e.Sequence}]++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		for _, id := range ids {
+			work <- id
+		}
+		close(work)
+		wg.Wait()
+		return out, firstErr
+	}
+	var stored map[eventKey]int
+	err := poll(ctx, 30*time.Second, "the history to hold every acknowledged event", func() (bool, error) {
+		s, err := read()
+		if err != nil {
+			t.Logf("reading the history: %v; reading again", err)
+			return false, nil
+		}
+		stored = s
+		for _, p := range posts {
+			if p.err != nil {
+				continue
+			}
+			for _, q := range p.seqs {
+				if s[eventKey{p.call, q}] == 0 {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil && stored == nil {
+		t.Fatal(err)
+	}
+	return stored
+}
+
+// checkEvents fails t unless every acknowledged event is stored exactly once, every stored event
+// was sent, and no event is stored twice.
+func checkEvents(t *testing.T, posts []post, stored map[eventKey]int) {
+	t.Helper()
+	sent := map[eventKey]bool{}
+	acked := 0
+	var missing, twice, invented []string
+	for _, p := range posts {
+		for _, q := range p.seqs {
+			k := eventKey{p.call, q}
+			sent[k] = true
+			if p.err == nil {
+				acked++
+				if stored[k] == 0 {
+					missing = append(missing, fmt.Sprintf("%s#%d", k.call, k.seq))
+				}
+			}
+		}
+	}
+	for k, n := range stored {
+		if !sent[k] {
+			invented = append(invented, fmt.Sprintf("%s#%d", k.call, k.seq))
+		}
+		if n > 1 {
+			twice = append(twice, fmt.Sprintf("%s#%d ×%d", k.call, k.seq, n))
+		}
+	}
+	t.Logf("events: %d sent, %d acknowledged, %d stored", len(sent), acked, len(stored))
+	if len(missing) > 0 {
+		t.Errorf("%d acknowledged events are not stored: %s", len(missing), firstFew(missing))
+	}
+	if len(twice) > 0 {
+		t.Errorf("%d events are stored more than once: %s", len(twice), firstFew(twice))
+	}
+	if len(invented) > 0 {
+		t.Errorf("%d stored events were never sent: %s", len(invented), firstFew(invented))
+	}
+}
+
+// owed is a popup a desk must have received: the call rang one of its locations while its
+// stream was open.
+type owed struct {
+	desk *desk
+	call string
+	post post
+}
+
+// owedPopups returns the popups the desks owe: for each acknowledged call_received, each desk of
+// one of its locations whose stream was open from the request's start to settle after its end.
+func owedPopups(posts []post, desks []*desk) []owed {
+	var out []owed
+	for _, p := range posts {
+		if !p.rings || p.err != nil {
+			continue
+		}
+		for _, d := range desks {
+			if slices.Contains(p.locations, d.location) && d.covered(p.start, p.end.Add(settle)) {
+				out = append(out, owed{desk: d, call: p.call, post: p})
+			}
+		}
+	}
+	return out
+}
+
+// popupFigures are what the desks received, per window.
+type popupFigures struct {
+	owed     map[string]int // window -> popups owed
+	lost     map[string]int // window -> owed popups not received
+	unowed   map[string]int // window -> rings a desk had no open stream for, and did not get
+	twice    int
+	expected int
+}
+
+// windowOf names the window a moment falls in, "outside faults" when none.
+func windowOf(at time.Time, windows []window) string {
+	for _, w := range windows {
+		if !at.Before(w.from) && at.Before(w.until) {
+			return w.name
+		}
+	}
+	return outside
+}
+
+// outside names the run's calm stretches in the report.
+const outside = "outside faults"
+
+// checkPopups fails t when a desk received a popup twice, or lost one it was owed outside the
+// fault windows; popups lost inside a window are reported, not failed: pub/sub delivers at most
+// once, and a desk whose replica died has no stream until it reconnects.
+func checkPopups(t *testing.T, posts []post, desks []*desk, windows []window) popupFigures {
+	t.Helper()
+	f := popupFigures{owed: map[string]int{}, lost: map[string]int{}, unowed: map[string]int{}}
+	owedSet := map[*desk]map[string]bool{}
+	for _, o := range owedPopups(posts, desks) {
+		w := windowOf(o.post.start, windows)
+		f.owed[w]++
+		if owedSet[o.desk] == nil {
+			owedSet[o.desk] = map[string]bool{}
+		}
+		owedSet[o.desk][o.call] = true
+		if o.desk.received(o.call) == 0 {
+			f.lost[w]++
+			if w == outside {
+				t.Errorf("%s lost the popup of %s, posted %s to %s outside any fault", o.desk.name, o.call,
+					o.post.start.Format("15:04:05.000"), o.post.end.Format("15:04:05.000"))
+			}
+		}
+	}
+	for _, p := range posts {
+		if !p.rings {
+			continue
+		}
+		for _, d := range desks {
+			if !slices.Contains(p.locations, d.location) {
+				continue
+			}
+			n := d.received(p.call)
+			if n > 1 {
+				f.twice++
+				t.Errorf("%s received the popup of %s %d times", d.name, p.call, n)
+			}
+			if p.err == nil && !owedSet[d][p.call] && n == 0 {
+				f.unowed[windowOf(p.start, windows)]++
+			}
+		}
+	}
+	return f
+}
+
+// report logs the run's figures: requests, retries, p99 of the POSTs, and popups owed and lost,
+// for each fault window and outside them.
+func report(t *testing.T, run time.Duration, posts []post, windows []window, f popupFigures, desks []*desk) {
+	names := []string{outside}
+	for _, w := range windows {
+		names = append(names, w.name)
+	}
+	type fig struct {
+		posts, failed, retries int
+		lat                    []time.Duration
+		span                   time.Duration
+	}
+	figs := map[string]*fig{}
+	for _, n := range names {
+		figs[n] = &fig{}
+	}
+	for _, w := range windows {
+		figs[w.name].span = w.until.Sub(w.from)
+	}
+	figs[outside].span = run
+	for _, w := range windows {
+		figs[outside].span -= w.until.Sub(w.from)
+	}
+	for _, p := range posts {
+		g := figs[windowOf(p.start, windows)]
+		g.posts++
+		g.retries += max(p.attempts-1, 0)
+		if p.err != nil {
+			g.failed++
+		}
+		g.lat = append(g.lat, p.end.Sub(p.start))
+	}
+	drops := 0
+	for _, d := range desks {
+		drops += d.dropCount()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster run: %v, %d replicas behind HAProxy, %d reporters, %d desks (%d streams dropped under them)\n",
+		run.Round(100*time.Millisecond), replicaCount, reporterCount, len(desks), drops)
+	fmt.Fprintf(&b, "%-44s %7s %6s %7s %8s %8s %11s %12s\n", "window", "length", "POSTs", "failed", "retries", "p99", "popups owed", "lost (owed)")
+	for _, n := range names {
+		g := figs[n]
+		fmt.Fprintf(&b, "%-44s %7s %6d %7d %8d %8s %11d %12d\n", n, g.span.Round(100*time.Millisecond), g.posts, g.failed,
+			g.retries, p99(g.lat).Round(time.Millisecond), f.owed[n], f.lost[n])
+	}
+	for _, n := range names {
+		if f.unowed[n] > 0 {
+			fmt.Fprintf(&b, "rings a desk had no open stream for (not delivered, not owed), %s: %d\n", n, f.unowed[n])
+		}
+	}
+	fmt.Fprintf(&b, "popups received twice: %d", f.twice)
+	t.Log(b.String())
+}
+
+// p99 returns the 99th percentile of ds, 0 for none.
+func p99(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*99+99)/100 - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// firstFew joins the first ten of s.
+func firstFew(s []string) string {
+	sort.Strings(s)
+	if len(s) > 10 {
+		return strings.Join(s[:10], ", ") + ", ..."
+	}
+	return strings.Join(s, ", ")
+}

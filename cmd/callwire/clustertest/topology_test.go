@@ -1,0 +1,317 @@
+package clustertest
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/callwire/callwire/cmd/callwire/e2etest"
+	"github.com/callwire/callwire/core/popup/popuptest"
+	"github.com/callwire/callwire/core/store/postgres/pgtest"
+)
+
+// Fault is one failure the run injects into a part of the topology, between two calm stretches
+// of load. The run measures the window from the start of Inject to the end of Heal.
+type Fault struct {
+	// Name names the window in the report, such as "serve replica 2 killed".
+	Name string
+	// Inject breaks the part and returns once the break is in effect (a killed process reaped,
+	// a load balancer that noticed).
+	Inject func(ctx context.Context) error
+	// Heal repairs the part and returns once it serves again.
+	Heal func(ctx context.Context) error
+}
+
+// Store is the PostgreSQL the replicas share. A primary with a streaming standby replaces the
+// single schema once the store can read from a standby (database.read_url): its Env names both,
+// and its Faults restart the standby.
+type Store interface {
+	// Env is what a replica's environment needs to reach the store (CALLWIRE_DATABASE_*).
+	Env() []string
+	// Faults are the store's failures the run injects, in order; none for a single node.
+	Faults() []Fault
+}
+
+// Broker is the Redis the replicas publish popups through. A Redis Cluster of six nodes
+// replaces the single server once the broker speaks to a cluster: its Env names the cluster, and
+// its Faults fail over a master.
+type Broker interface {
+	// Env is what a replica's environment needs to reach the broker (CALLWIRE_BROKER_*).
+	Env() []string
+	// Faults are the broker's failures the run injects, in order; none for a single server.
+	Faults() []Fault
+}
+
+// singleStore is one fresh schema of the PostgreSQL named by CALLWIRE_TEST_DATABASE_URL.
+type singleStore struct{ url string }
+
+// startStore gives the run its store: a fresh schema, dropped when the test ends.
+func startStore(t *testing.T) Store { return singleStore{url: pgtest.URL(t)} }
+
+func (s singleStore) Env() []string   { return []string{"CALLWIRE_DATABASE_URL=" + s.url} }
+func (s singleStore) Faults() []Fault { return nil }
+
+// singleBroker is the Redis server named by CALLWIRE_TEST_REDIS_URL. The run's organization is
+// new, so its channels and claim keys are its own.
+type singleBroker struct{ url string }
+
+// startBroker gives the run its popup broker.
+func startBroker(t *testing.T) Broker { return singleBroker{url: popuptest.RedisURL(t)} }
+
+func (b singleBroker) Env() []string   { return []string{"CALLWIRE_BROKER_REDIS_URL=" + b.url} }
+func (b singleBroker) Faults() []Fault { return nil }
+
+// freeAddr returns a loopback host:port nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// replica is one `callwire serve` process of the topology, on a fixed address so that it can be
+// killed and started again in place.
+type replica struct {
+	name string
+	addr string
+	dir  string
+	env  []string
+	proc *e2etest.Child
+}
+
+// url is the replica's base URL.
+func (r *replica) url() string { return "http://" + r.addr }
+
+// start starts the replica's process and waits until its /readyz answers 200.
+func (r *replica) start(t *testing.T, ctx context.Context) error {
+	r.proc = e2etest.StartChild(t, r.dir, &e2etest.LogBuffer{}, r.env, callwireBin, "serve", "--listen", r.addr)
+	client := &http.Client{Timeout: 2 * time.Second}
+	return poll(ctx, 60*time.Second, r.name+" to answer /readyz 200", func() (bool, error) {
+		select {
+		case <-r.proc.Done():
+			return false, fmt.Errorf("%s exited before it was ready", r.name)
+		default:
+		}
+		return httpStatus(ctx, client, r.url()+"/readyz") == http.StatusOK, nil
+	})
+}
+
+// kill ends the replica's process with SIGKILL and waits until it is reaped.
+func (r *replica) kill(ctx context.Context) error {
+	r.proc.Signal(syscall.SIGKILL)
+	select {
+	case <-r.proc.Done():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s not reaped after SIGKILL: %w", r.name, ctx.Err())
+	}
+}
+
+// loadBalancer is the HAProxy in front of the replicas.
+type loadBalancer struct {
+	addr      string // the frontend's host:port
+	statsAddr string // the stats page's host:port
+}
+
+// url is the frontend's base URL.
+func (lb *loadBalancer) url() string { return "http://" + lb.addr }
+
+// haproxyPath returns the haproxy program's path, or "" when it is not installed.
+func haproxyPath() string {
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/haproxy", "/usr/local/sbin/haproxy"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// haproxyConfig is the load balancer's configuration: round robin over the replicas, each
+// checked on /readyz every 500ms (down after two failures, up after two successes). A request
+// whose connection is refused is sent to another replica. The client and server timeouts
+// outlast the popup stream's heartbeat, so that an idle stream stays open; a replica that stops
+// answering a stream is cut after them.
+const haproxyConfig = `global
+    maxconn 4096
+
+defaults
+    mode http
+    option redispatch
+    retries 3
+    retry-on conn-failure
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+    timeout http-request 10s
+    timeout http-keep-alive 10s
+    timeout queue 5s
+
+frontend api
+    bind %s
+    default_backend serve
+
+backend serve
+    balance roundrobin
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server inter 500ms fall 2 rise 2
+%s
+listen stats
+    bind %s
+    stats enable
+    stats uri /stats
+`
+
+// startLoadBalancer writes HAProxy's configuration for the replicas into a temporary directory,
+// checks it, starts HAProxy in the foreground and waits until it sees every replica up.
+func startLoadBalancer(t *testing.T, ctx context.Context, bin string, replicas []*replica) *loadBalancer {
+	t.Helper()
+	dir := t.TempDir()
+	lb := &loadBalancer{addr: freeAddr(t), statsAddr: freeAddr(t)}
+	var servers strings.Builder
+	for _, r := range replicas {
+		fmt.Fprintf(&servers, "    server %s %s check\n", r.name, r.addr)
+	}
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, lb.addr, servers.String(), lb.statsAddr), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, bin, "-c", "-q", "-f", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+	e2etest.StartChild(t, dir, &e2etest.LogBuffer{}, nil, bin, "-db", "-f", cfg)
+	for _, r := range replicas {
+		if err := lb.waitStatus(ctx, r.name, "UP"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lb
+}
+
+// status returns HAProxy's view of each server of the backend: UP, DOWN, or a transition such
+// as "UP 1/2".
+func (lb *loadBalancer) status(ctx context.Context) (map[string]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+lb.statsAddr+"/stats;csv", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	r := csv.NewReader(bufio.NewReader(resp.Body))
+	r.FieldsPerRecord = -1
+	head, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("haproxy stats: %w", err)
+	}
+	col := map[string]int{}
+	for i, h := range head {
+		col[strings.TrimPrefix(strings.TrimSpace(h), "# ")] = i
+	}
+	px, sv, st := col["pxname"], col["svname"], col["status"]
+	if st == 0 {
+		return nil, errors.New("haproxy stats: no status column")
+	}
+	out := map[string]string{}
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("haproxy stats: %w", err)
+		}
+		if len(rec) > st && rec[px] == "serve" && rec[sv] != "FRONTEND" && rec[sv] != "BACKEND" {
+			out[rec[sv]] = rec[st]
+		}
+	}
+}
+
+// waitStatus polls HAProxy's stats until it reports the server as want (UP or DOWN).
+func (lb *loadBalancer) waitStatus(ctx context.Context, server, want string) error {
+	last := ""
+	return poll(ctx, 30*time.Second, "haproxy to see "+server+" "+want, func() (bool, error) {
+		st, err := lb.status(ctx)
+		if err != nil {
+			return false, nil
+		}
+		last = st[server]
+		return last == want, nil
+	})
+}
+
+// poll calls cond every 50ms until it holds or fails, ctx ends, or limit passes.
+func poll(ctx context.Context, limit time.Duration, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: gave up after %v", what, limit)
+		case <-tick.C:
+		}
+	}
+}
+
+// httpStatus returns the status of a GET of url, or 0 when there was no answer.
+func httpStatus(ctx context.Context, c *http.Client, url string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// cli runs `callwire args...` with env and returns its standard output.
+func cli(t *testing.T, ctx context.Context, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, callwireBin, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + cmd.Dir}, env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("callwire %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// replicaName is the name of the i-th replica (from 0), as HAProxy and the report know it.
+func replicaName(i int) string { return "serve" + strconv.Itoa(i+1) }
