@@ -243,6 +243,7 @@ func NotConfiguration(name string) bool {
 	case "CALLWIRE_REQUIRE_SERVICES", // tests: fail, rather than skip, without Postgres or Redis
 		"CALLWIRE_REQUIRE_BROWSER",     // tests: fail, rather than skip, without Chromium
 		"CALLWIRE_REQUIRE_SIP",         // tests: fail, rather than skip, without sipp and Kamailio
+		"CALLWIRE_REQUIRE_HAPROXY",     // tests: fail, rather than skip, the cluster topology without HAProxy
 		"CALLWIRE_CHROMIUM",            // tests: the Chromium binary to use
 		"CALLWIRE_BROWSER_INSTALL",     // tests: 0 stops the browser test installing Chromium
 		"CALLWIRE_ARTIFACTS_DIR",       // tests: where the browser test leaves its screenshot

@@ -156,7 +156,7 @@ func TestUnknownVariables(t *testing.T) {
 		{name: "known ones", environ: []string{"CALLWIRE_DATABASE_URL=postgres://h/db", "CALLWIRE_BROKER_REDIS_URL=redis://h", "CALLWIRE_REDIS_URL=redis://h"}},
 		{name: "another program's", environ: []string{"CALLWIRE_AGENT_CORE_URL=http://x", "CALLWIRE_AGENT_NOSUCH=1"}},
 		{name: "the project's, not configuration", environ: []string{"CALLWIRE_TEST_DATABASE_URL=x", "CALLWIRE_TEST_ANYTHING=x",
-			"CALLWIRE_REQUIRE_SERVICES=1", "CALLWIRE_REQUIRE_BROWSER=1", "CALLWIRE_REQUIRE_SIP=1", "CALLWIRE_CHROMIUM=/bin/c", "CALLWIRE_BROWSER_INSTALL=0",
+			"CALLWIRE_REQUIRE_SERVICES=1", "CALLWIRE_REQUIRE_BROWSER=1", "CALLWIRE_REQUIRE_SIP=1", "CALLWIRE_REQUIRE_HAPROXY=1", "CALLWIRE_CHROMIUM=/bin/c", "CALLWIRE_BROWSER_INSTALL=0",
 			"CALLWIRE_BENCH_DATABASE_URL=x", "CALLWIRE_TRANSLATOR=cookie"}},
 		{name: "other names", environ: []string{"PATH=/bin", "CALLWIRE=1", "XCALLWIRE_DATABSE_URL=1", "malformed"}},
 		{name: "several, sorted, once each", environ: []string{"CALLWIRE_ZZZ=1", "CALLWIRE_LOG=1", "CALLWIRE_ZZZ=2"},

@@ -8,7 +8,7 @@
 // desks of its locations once, and reports what was lost, retried and slowed in each fault
 // window.
 //
-// It runs only with CALLWIRE_CLUSTER_TEST=1 (`make cluster-test` sets it), and needs HAProxy
+// It runs only with CALLWIRE_TEST_CLUSTER=1 (`make cluster-test` sets it), and needs HAProxy
 // (Debian package haproxy), PostgreSQL and Redis (see .ci/services.sh).
 package clustertest
 
@@ -31,7 +31,7 @@ import (
 
 // EnvRun is the environment variable that, set to "1", runs the topology; without it the test
 // skips at once.
-const EnvRun = "CALLWIRE_CLUSTER_TEST"
+const EnvRun = "CALLWIRE_TEST_CLUSTER"
 
 // EnvRequireHAProxy is the environment variable that, set to "1", turns a missing haproxy from a
 // skip into a failure.
