@@ -503,12 +503,14 @@ func report(t *testing.T, run time.Duration, posts []post, windows []window, f p
 		g.lat = append(g.lat, p.end.Sub(p.start))
 	}
 	drops := 0
+	var gap time.Duration
 	for _, d := range desks {
 		drops += d.dropCount()
+		gap = max(gap, d.longestGap())
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "cluster run: %v, %d replicas behind HAProxy, %d reporters, %d desks (%d streams dropped under them)\n",
-		run.Round(100*time.Millisecond), replicaCount, reporterCount, len(desks), drops)
+	fmt.Fprintf(&b, "cluster run: %v, %d replicas behind HAProxy, %d reporters, %d desks (%d streams dropped under them, back within %v at most)\n",
+		run.Round(100*time.Millisecond), replicaCount, reporterCount, len(desks), drops, gap.Round(time.Millisecond))
 	fmt.Fprintf(&b, "%-44s %7s %6s %7s %8s %8s %11s %12s\n", "window", "length", "POSTs", "failed", "retries", "p99", "popups owed", "lost (owed)")
 	for _, n := range names {
 		g := figs[n]
@@ -521,6 +523,9 @@ func report(t *testing.T, run time.Duration, posts []post, windows []window, f p
 		}
 	}
 	fmt.Fprintf(&b, "popups received twice: %d", f.twice)
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(&b, "\nmachine load average (1, 5, 15 min) at the end: %s", strings.Join(strings.Fields(string(la))[:3], " "))
+	}
 	t.Log(b.String())
 }
 

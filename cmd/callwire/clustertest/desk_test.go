@@ -182,6 +182,18 @@ func (d *desk) received(providerCallID string) int {
 	return d.got[providerCallID]
 }
 
+// longestGap returns the longest time the desk went without an open stream between the end of
+// one and the ready event of the next, 0 when no stream ended under it.
+func (d *desk) longestGap() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var longest time.Duration
+	for i := 1; i < len(d.spans); i++ {
+		longest = max(longest, d.spans[i].from.Sub(d.spans[i-1].until))
+	}
+	return longest
+}
+
 // dropCount returns how many of the desk's streams ended under it.
 func (d *desk) dropCount() int {
 	d.mu.Lock()
