@@ -341,9 +341,16 @@ func readStored(t *testing.T, ctx context.Context, base, clientID, secret string
 	return stored
 }
 
+// verdict is where the checks report: a *testing.T, or a recorder in the checks' own tests.
+type verdict interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
 // checkEvents fails t unless every acknowledged event is stored exactly once, every stored event
 // was sent, and no event is stored twice.
-func checkEvents(t *testing.T, posts []post, stored map[eventKey]int) {
+func checkEvents(t verdict, posts []post, stored map[eventKey]int) {
 	t.Helper()
 	sent := map[eventKey]bool{}
 	acked := 0
@@ -430,7 +437,7 @@ const outside = "outside faults"
 // checkPopups fails t when a desk received a popup twice, or lost one it was owed outside the
 // fault windows; popups lost inside a window are reported, not failed: pub/sub delivers at most
 // once, and a desk whose replica died has no stream until it reconnects.
-func checkPopups(t *testing.T, posts []post, desks []*desk, windows []window) popupFigures {
+func checkPopups(t verdict, posts []post, desks []*desk, windows []window) popupFigures {
 	t.Helper()
 	f := popupFigures{owed: map[string]int{}, lost: map[string]int{}, unowed: map[string]int{}}
 	owedSet := map[*desk]map[string]bool{}
