@@ -421,10 +421,16 @@ type popupFigures struct {
 	expected int
 }
 
-// windowOf names the window a moment falls in, "outside faults" when none.
-func windowOf(at time.Time, windows []window) string {
+// windowOf names the first window a request overlaps, "outside faults" when none: a request
+// under way when a fault began (whose retries the fault caused) counts in the fault's window.
+// For a popup, the request's end is taken settle later, while its popup may still travel.
+func windowOf(p post, popup bool, windows []window) string {
+	end := p.end
+	if popup {
+		end = end.Add(settle)
+	}
 	for _, w := range windows {
-		if !at.Before(w.from) && at.Before(w.until) {
+		if p.start.Before(w.until) && !end.Before(w.from) {
 			return w.name
 		}
 	}
@@ -442,7 +448,7 @@ func checkPopups(t verdict, posts []post, desks []*desk, windows []window) popup
 	f := popupFigures{owed: map[string]int{}, lost: map[string]int{}, unowed: map[string]int{}}
 	owedSet := map[*desk]map[string]bool{}
 	for _, o := range owedPopups(posts, desks) {
-		w := windowOf(o.post.start, windows)
+		w := windowOf(o.post, true, windows)
 		f.owed[w]++
 		if owedSet[o.desk] == nil {
 			owedSet[o.desk] = map[string]bool{}
@@ -470,7 +476,7 @@ func checkPopups(t verdict, posts []post, desks []*desk, windows []window) popup
 				t.Errorf("%s received the popup of %s %d times", d.name, p.call, n)
 			}
 			if p.err == nil && !owedSet[d][p.call] && n == 0 {
-				f.unowed[windowOf(p.start, windows)]++
+				f.unowed[windowOf(p, true, windows)]++
 			}
 		}
 	}
@@ -501,7 +507,7 @@ func report(t *testing.T, run time.Duration, posts []post, windows []window, f p
 		figs[outside].span -= w.until.Sub(w.from)
 	}
 	for _, p := range posts {
-		g := figs[windowOf(p.start, windows)]
+		g := figs[windowOf(p, false, windows)]
 		g.posts++
 		g.retries += max(p.attempts-1, 0)
 		if p.err != nil {

@@ -127,6 +127,7 @@ func (r *replica) kill(ctx context.Context) error {
 type loadBalancer struct {
 	addr      string // the frontend's host:port
 	statsAddr string // the stats page's host:port
+	proc      *e2etest.Child
 }
 
 // url is the frontend's base URL.
@@ -198,7 +199,7 @@ func startLoadBalancer(t *testing.T, ctx context.Context, bin string, replicas [
 	if out, err := exec.CommandContext(ctx, bin, "-c", "-q", "-f", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("haproxy -c: %v\n%s", err, out)
 	}
-	e2etest.StartChild(t, dir, &e2etest.LogBuffer{}, nil, bin, "-db", "-f", cfg)
+	lb.proc = e2etest.StartChild(t, dir, &e2etest.LogBuffer{}, nil, bin, "-db", "-f", cfg)
 	for _, r := range replicas {
 		if err := lb.waitStatus(ctx, r.name, "UP"); err != nil {
 			t.Fatal(err)
@@ -251,7 +252,12 @@ func (lb *loadBalancer) status(ctx context.Context) (map[string]string, error) {
 // waitStatus polls HAProxy's stats until it reports the server as want (UP or DOWN).
 func (lb *loadBalancer) waitStatus(ctx context.Context, server, want string) error {
 	last := ""
-	return poll(ctx, 30*time.Second, "haproxy to see "+server+" "+want, func() (bool, error) {
+	err := poll(ctx, 30*time.Second, "haproxy to see "+server+" "+want, func() (bool, error) {
+		select {
+		case <-lb.proc.Done():
+			return false, errors.New("haproxy exited")
+		default:
+		}
 		st, err := lb.status(ctx)
 		if err != nil {
 			return false, nil
@@ -259,6 +265,10 @@ func (lb *loadBalancer) waitStatus(ctx context.Context, server, want string) err
 		last = st[server]
 		return last == want, nil
 	})
+	if err != nil {
+		return fmt.Errorf("%w (haproxy last said %q)", err, last)
+	}
+	return nil
 }
 
 // poll calls cond every 50ms until it holds or fails, ctx ends, or limit passes.
