@@ -56,6 +56,9 @@ func TestCheckPopups(t *testing.T) {
 	ring := func(call string, start float64, locs ...string) post {
 		return post{call: call, locations: locs, seqs: []int{1}, rings: true, start: at(start), end: at(start + 0.05)}
 	}
+	answer := func(call string, start float64) post {
+		return post{call: call, seqs: []int{2}, start: at(start), end: at(start + 0.05)}
+	}
 	// newDeskWith is a desk of location whose streams were open over spans and that got the
 	// popups of calls (repeated for a popup received twice).
 	newDeskWith := func(location string, spans []span, calls ...string) *desk {
@@ -68,14 +71,15 @@ func TestCheckPopups(t *testing.T) {
 	}
 	always := []span{{from: at(0)}}
 	for _, tc := range []struct {
-		name   string
-		posts  []post
-		desks  []*desk
-		want   []string
-		lost   map[string]int
-		unowed map[string]int
-		twice  int
-		owedN  int
+		name    string
+		posts   []post
+		desks   []*desk
+		want    []string
+		lost    map[string]int
+		unowed  map[string]int
+		twice   int
+		repeats int
+		owedN   int
 	}{
 		{name: "every desk of the call's locations got it once",
 			posts: []post{ring("c1", 1, "front-desk", "lab"), ring("c2", 2, "lab")},
@@ -102,11 +106,27 @@ func TestCheckPopups(t *testing.T) {
 			desks:  []*desk{newDeskWith("lab", []span{{from: at(0), until: at(11.02)}, {from: at(11.4)}})},
 			unowed: map[string]int{"fault": 1},
 			owedN:  0},
-		{name: "received twice fails anywhere",
+		{name: "twice on one stream fails anywhere",
 			posts: []post{ring("c1", 11, "lab")},
-			desks: []*desk{newDeskWith("lab", always, "c1", "c1")},
-			want:  []string{"desk lab received the popup of c1 2 times"},
+			desks: []*desk{func() *desk { d := newDeskWith("lab", always, "c1"); d.twice = []string{"c1"}; return d }()},
+			want:  []string{"desk lab received the popup of c1 twice on one stream"},
 			twice: 1,
+			owedN: 1},
+		{name: "a repeat from a later stream's replay is dropped by id and counted",
+			posts:   []post{ring("c1", 11, "lab")},
+			desks:   []*desk{newDeskWith("lab", []span{{from: at(0), until: at(12.5)}, {from: at(12.8)}}, "c1", "c1")},
+			repeats: 1,
+			owedN:   1},
+		{name: "a call still ringing as a stream opens is owed by its replay",
+			posts:  []post{ring("c1", 1, "lab"), answer("c1", 8), ring("c2", 2, "lab"), answer("c2", 4)},
+			desks:  []*desk{newDeskWith("lab", []span{{from: at(0), until: at(1.02)}, {from: at(5)}}, "c1")},
+			unowed: map[string]int{outside: 1}, // c2 was answered before the stream opened
+			owedN:  1},
+		{name: "a replay owed and lost outside a fault fails",
+			posts: []post{ring("c1", 1, "lab"), answer("c1", 8)},
+			desks: []*desk{newDeskWith("lab", []span{{from: at(0), until: at(1.02)}, {from: at(5)}})},
+			want:  []string{"desk lab lost the popup of c1 (owed from the replay of its next stream)"},
+			lost:  map[string]int{outside: 1},
 			owedN: 1},
 		{name: "an unacknowledged ring is owed by nobody",
 			posts: []post{{call: "c1", locations: []string{"lab"}, seqs: []int{1}, rings: true, start: at(1), end: at(2), err: fmt.Errorf("HTTP 503")}},
@@ -128,10 +148,10 @@ func TestCheckPopups(t *testing.T) {
 			for _, n := range f.owed {
 				owed += n
 			}
-			if owed != tc.owedN || f.twice != tc.twice || fmt.Sprint(f.lost) != fmt.Sprint(nonNil(tc.lost)) ||
+			if owed != tc.owedN || f.twice != tc.twice || f.repeats != tc.repeats || fmt.Sprint(f.lost) != fmt.Sprint(nonNil(tc.lost)) ||
 				fmt.Sprint(f.unowed) != fmt.Sprint(nonNil(tc.unowed)) {
-				t.Errorf("owed %d, twice %d, lost %v, unowed %v; want %d, %d, %v, %v",
-					owed, f.twice, f.lost, f.unowed, tc.owedN, tc.twice, tc.lost, tc.unowed)
+				t.Errorf("owed %d, twice %d, repeats %d, lost %v, unowed %v; want %d, %d, %d, %v, %v",
+					owed, f.twice, f.repeats, f.lost, f.unowed, tc.owedN, tc.twice, tc.repeats, tc.lost, tc.unowed)
 			}
 		})
 	}

@@ -49,8 +49,9 @@ func TestMain(m *testing.M) {
 
 // The shape of the run.
 const (
-	replicaCount  = 3
-	reporterCount = 4
+	replicaCount = 3
+	// reporterCount reporters each post one call at a time; a call rings 1 to 2.5s.
+	reporterCount = 12
 	// calm is the stretch of load before the first fault and after each.
 	calm = 10 * time.Second
 	// settle is how long after a request ends its popup may still be on its way: a desk's stream
@@ -388,24 +389,44 @@ func checkEvents(t verdict, posts []post, stored map[eventKey]int) {
 }
 
 // owed is a popup a desk must have received: the call rang one of its locations while its
-// stream was open.
+// stream was open, or it was still ringing when a stream of the desk opened and replayed it.
 type owed struct {
-	desk *desk
-	call string
-	post post
+	desk   *desk
+	call   string
+	post   post
+	replay bool // owed by a stream's replay, not by a live stream
 }
 
 // owedPopups returns the popups the desks owe: for each acknowledged call_received, each desk of
-// one of its locations whose stream was open from the request's start to settle after its end.
+// one of its locations whose stream was open from the request's start to settle after its end,
+// or whose stream opened after the ringing was on file and before the call was answered (see
+// desk.replayedTo).
 func owedPopups(posts []post, desks []*desk) []owed {
+	answered := map[string]time.Time{}
+	for _, p := range posts {
+		if p.seqs[0] == 2 {
+			answered[p.call] = p.start
+		}
+	}
+	// A call the run never answered rang until the run ended.
+	never := time.Now().Add(time.Hour)
 	var out []owed
 	for _, p := range posts {
 		if !p.rings || p.err != nil {
 			continue
 		}
+		until, ok := answered[p.call]
+		if !ok {
+			until = never
+		}
 		for _, d := range desks {
-			if slices.Contains(p.locations, d.location) && d.covered(p.start, p.end.Add(settle)) {
+			if !slices.Contains(p.locations, d.location) {
+				continue
+			}
+			if d.covered(p.start, p.end.Add(settle)) {
 				out = append(out, owed{desk: d, call: p.call, post: p})
+			} else if d.replayedTo(p.end, until) {
+				out = append(out, owed{desk: d, call: p.call, post: p, replay: true})
 			}
 		}
 	}
@@ -414,11 +435,12 @@ func owedPopups(posts []post, desks []*desk) []owed {
 
 // popupFigures are what the desks received, per window.
 type popupFigures struct {
-	owed     map[string]int // window -> popups owed
-	lost     map[string]int // window -> owed popups not received
-	unowed   map[string]int // window -> rings a desk had no open stream for, and did not get
-	twice    int
-	expected int
+	owed    map[string]int // window -> popups owed
+	replay  map[string]int // window -> of those, owed by a stream's replay
+	lost    map[string]int // window -> owed popups not received
+	unowed  map[string]int // window -> rings a desk had no open stream for, and did not get
+	twice   int            // popups that came twice on one stream
+	repeats int            // popups a desk had shown on an earlier stream, dropped by id
 }
 
 // windowOf names the first window a request overlaps, "outside faults" when none: a request
@@ -440,16 +462,21 @@ func windowOf(p post, popup bool, windows []window) string {
 // outside names the run's calm stretches in the report.
 const outside = "outside faults"
 
-// checkPopups fails t when a desk received a popup twice, or lost one it was owed outside the
-// fault windows; popups lost inside a window are reported, not failed: pub/sub delivers at most
-// once, and a desk whose replica died has no stream until it reconnects.
+// checkPopups fails t when a popup came twice on one stream, or a desk lost one it was owed
+// outside the fault windows; popups lost inside a window are reported, not failed: pub/sub
+// delivers at most once, and a desk whose replica died has no stream until it reconnects. A
+// popup that a new stream replays after an earlier one showed it is a repeat the desk drops by
+// id, counted apart.
 func checkPopups(t verdict, posts []post, desks []*desk, windows []window) popupFigures {
 	t.Helper()
-	f := popupFigures{owed: map[string]int{}, lost: map[string]int{}, unowed: map[string]int{}}
+	f := popupFigures{owed: map[string]int{}, replay: map[string]int{}, lost: map[string]int{}, unowed: map[string]int{}}
 	owedSet := map[*desk]map[string]bool{}
 	for _, o := range owedPopups(posts, desks) {
 		w := windowOf(o.post, true, windows)
 		f.owed[w]++
+		if o.replay {
+			f.replay[w]++
+		}
 		if owedSet[o.desk] == nil {
 			owedSet[o.desk] = map[string]bool{}
 		}
@@ -457,25 +484,28 @@ func checkPopups(t verdict, posts []post, desks []*desk, windows []window) popup
 		if o.desk.received(o.call) == 0 {
 			f.lost[w]++
 			if w == outside {
-				t.Errorf("%s lost the popup of %s, posted %s to %s outside any fault", o.desk.name, o.call,
+				how := "live"
+				if o.replay {
+					how = "from the replay of its next stream"
+				}
+				t.Errorf("%s lost the popup of %s (owed %s), posted %s to %s outside any fault", o.desk.name, o.call, how,
 					o.post.start.Format("15:04:05.000"), o.post.end.Format("15:04:05.000"))
 			}
 		}
 	}
+	for _, d := range desks {
+		for _, c := range d.repeated() {
+			f.twice++
+			t.Errorf("%s received the popup of %s twice on one stream", d.name, c)
+		}
+		f.repeats += d.repeats()
+	}
 	for _, p := range posts {
-		if !p.rings {
+		if !p.rings || p.err != nil {
 			continue
 		}
 		for _, d := range desks {
-			if !slices.Contains(p.locations, d.location) {
-				continue
-			}
-			n := d.received(p.call)
-			if n > 1 {
-				f.twice++
-				t.Errorf("%s received the popup of %s %d times", d.name, p.call, n)
-			}
-			if p.err == nil && !owedSet[d][p.call] && n == 0 {
+			if slices.Contains(p.locations, d.location) && !owedSet[d][p.call] && d.received(p.call) == 0 {
 				f.unowed[windowOf(p, true, windows)]++
 			}
 		}
@@ -524,18 +554,19 @@ func report(t *testing.T, run time.Duration, posts []post, windows []window, f p
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster run: %v, %d replicas behind HAProxy, %d reporters, %d desks (%d streams dropped under them, back within %v at most)\n",
 		run.Round(100*time.Millisecond), replicaCount, reporterCount, len(desks), drops, gap.Round(time.Millisecond))
-	fmt.Fprintf(&b, "%-44s %7s %6s %7s %8s %8s %11s %12s\n", "window", "length", "POSTs", "failed", "retries", "p99", "popups owed", "lost (owed)")
+	fmt.Fprintf(&b, "%-44s %7s %6s %7s %8s %8s %11s %10s %12s\n", "window", "length", "POSTs", "failed", "retries", "p99",
+		"popups owed", "by replay", "lost (owed)")
 	for _, n := range names {
 		g := figs[n]
-		fmt.Fprintf(&b, "%-44s %7s %6d %7d %8d %8s %11d %12d\n", n, g.span.Round(100*time.Millisecond), g.posts, g.failed,
-			g.retries, p99(g.lat).Round(time.Millisecond), f.owed[n], f.lost[n])
+		fmt.Fprintf(&b, "%-44s %7s %6d %7d %8d %8s %11d %10d %12d\n", n, g.span.Round(100*time.Millisecond), g.posts, g.failed,
+			g.retries, p99(g.lat).Round(time.Millisecond), f.owed[n], f.replay[n], f.lost[n])
 	}
 	for _, n := range names {
 		if f.unowed[n] > 0 {
 			fmt.Fprintf(&b, "rings a desk had no open stream for (not delivered, not owed), %s: %d\n", n, f.unowed[n])
 		}
 	}
-	fmt.Fprintf(&b, "popups received twice: %d", f.twice)
+	fmt.Fprintf(&b, "popups received twice on one stream: %d; replayed popups a desk had shown already (dropped by id): %d", f.twice, f.repeats)
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(&b, "\nmachine load average (1, 5, 15 min) at the end: %s", strings.Join(strings.Fields(string(la))[:3], " "))
 	}

@@ -27,9 +27,16 @@ type desk struct {
 	clientID string
 	secret   string
 
-	mu     sync.Mutex
-	spans  []span
-	got    map[string]int // providerCallId -> popups received for it
+	mu    sync.Mutex
+	spans []span
+	// got counts, per providerCallId, the streams that delivered its popup: a desk shows a
+	// popup once and drops its repeats by id, and a stream that opens replays the calls
+	// ringing now, which the desk may have shown on its previous stream.
+	got map[string]int
+	// onStream counts, per providerCallId, the popups of the current stream.
+	onStream map[string]int
+	// twice are the calls whose popup came more than once on one stream.
+	twice  []string
 	lastID string
 	drops  int
 }
@@ -126,6 +133,7 @@ func (d *desk) stream(ctx context.Context, base string, first chan<- error) erro
 			case "ready":
 				d.mu.Lock()
 				d.spans = append(d.spans, span{from: time.Now()})
+				d.onStream = map[string]int{}
 				d.mu.Unlock()
 				if first != nil {
 					first <- nil
@@ -137,7 +145,14 @@ func (d *desk) stream(ctx context.Context, base string, first chan<- error) erro
 				}
 				if json.Unmarshal([]byte(data.String()), &p) == nil {
 					d.mu.Lock()
-					d.got[p.ProviderCallID]++
+					c := p.ProviderCallID
+					d.onStream[c]++
+					switch d.onStream[c] {
+					case 1:
+						d.got[c]++
+					case 2:
+						d.twice = append(d.twice, c)
+					}
 					if id != "" {
 						d.lastID = id
 					}
@@ -175,7 +190,40 @@ func (d *desk) covered(from, until time.Time) bool {
 	return false
 }
 
-// received returns how many popups of the call the desk got.
+// replayedTo reports whether a stream of the desk opened settle after the call's ringing was on
+// file (rang), while the call still rang (before answered, by settle), and stayed open settle
+// past its opening: that stream owes the call's popup from its replay of the calls ringing now.
+func (d *desk) replayedTo(rang, answered time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range d.spans {
+		open := s.from.Add(settle)
+		if s.from.After(rang.Add(settle)) && open.Before(answered) && (s.until.IsZero() || s.until.After(open)) {
+			return true
+		}
+	}
+	return false
+}
+
+// repeated returns the calls whose popup came more than once on one stream.
+func (d *desk) repeated() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.twice...)
+}
+
+// repeats returns how many popups the desk dropped as shown already on an earlier stream.
+func (d *desk) repeats() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, k := range d.got {
+		n += k - 1
+	}
+	return n
+}
+
+// received returns how many of the desk's streams delivered the call's popup.
 func (d *desk) received(providerCallID string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -183,12 +183,17 @@ func (r *reporters) report(ctx context.Context, w int, c *sdk.Client, attempts *
 			if p.err != nil {
 				break
 			}
-			// The pause between two reports of a call: the pace of a clinic's busy hour, not a
-			// wait for anything.
+			// The pause between two reports of a call, as a phone call paces them, not a wait
+			// for anything: the phone rings 1 to 2.5s before it is answered, and the end, the
+			// recording and the transcript follow the answer closely.
+			pause := time.Duration(50+rand.IntN(150)) * time.Millisecond
+			if p.rings {
+				pause = time.Duration(1000+rand.IntN(1500)) * time.Millisecond
+			}
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(time.Duration(50+rand.IntN(150)) * time.Millisecond):
+			case <-time.After(pause):
 			}
 		}
 	}
