@@ -536,8 +536,19 @@ func report(t *testing.T, run time.Duration, posts []post, windows []window, f p
 	for _, w := range windows {
 		figs[outside].span -= w.until.Sub(w.from)
 	}
+	// Outside the faults, the POSTs before the first and after it, apart: the first meet cold
+	// replicas, the others a replica that has just restarted.
+	var before, after []time.Duration
 	for _, p := range posts {
-		g := figs[windowOf(p, false, windows)]
+		name := windowOf(p, false, windows)
+		if name == outside && len(windows) > 0 {
+			if p.start.Before(windows[0].from) {
+				before = append(before, p.end.Sub(p.start))
+			} else {
+				after = append(after, p.end.Sub(p.start))
+			}
+		}
+		g := figs[name]
 		g.posts++
 		g.retries += max(p.attempts-1, 0)
 		if p.err != nil {
@@ -560,6 +571,10 @@ func report(t *testing.T, run time.Duration, posts []post, windows []window, f p
 		g := figs[n]
 		fmt.Fprintf(&b, "%-44s %7s %6d %7d %8d %8s %11d %10d %12d\n", n, g.span.Round(100*time.Millisecond), g.posts, g.failed,
 			g.retries, p99(g.lat).Round(time.Millisecond), f.owed[n], f.replay[n], f.lost[n])
+	}
+	if len(windows) > 0 {
+		fmt.Fprintf(&b, "outside faults, p99 of the POSTs before the first fault: %v (%d POSTs), after it: %v (%d POSTs)\n",
+			p99(before).Round(time.Millisecond), len(before), p99(after).Round(time.Millisecond), len(after))
 	}
 	for _, n := range names {
 		if f.unowed[n] > 0 {
