@@ -297,7 +297,10 @@ func (n *Node) Start(ctx context.Context) error {
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(n.Port), "--bind", "127.0.0.1",
 		"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(n.BusPort),
 		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", strconv.FormatInt(n.timeout.Milliseconds(), 10),
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", n.dir)
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", n.dir,
+		// A replica's first sync starts at once, not after the default wait of 5s for more
+		// replicas to share the transfer.
+		"--repl-diskless-sync-delay", "0")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = n.dir, out, out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("rediscluster: start redis-server: %w", err)
