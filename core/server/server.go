@@ -250,22 +250,32 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 }
 
 // OpenBroker makes the popup broker the configuration names: Redis at broker.redis.url when it
-// is set, with every Redis wait bounded by ingest.publish_timeout; otherwise the in-process
-// broker, which reaches only the workstations connected to this process. Its metrics go to reg
+// is set, or the Redis Cluster of broker.redis.cluster_urls when those are, with every Redis
+// wait bounded by ingest.publish_timeout; otherwise the in-process broker, which reaches only
+// the workstations connected to this process. Its metrics go to reg
 // (nil registers nothing); log receives its warnings. It fails when broker.redis.url is unusable,
 // not when Redis is down: popups are best effort, so the server starts with the broker down
 // (popups missed, /readyz naming it degraded) and the broker goes up by itself once Redis
 // answers. The caller closes the broker.
 func OpenBroker(ctx context.Context, c config.Config, log *slog.Logger, reg prometheus.Registerer) (popup.Broker, error) {
-	if c.Broker.Redis.URL == "" {
-		return popup.NewMemory(popup.MemoryOptions{Registerer: reg}), nil
-	}
-	r, err := popup.NewRedis(ctx, c.Broker.Redis.URL, popup.RedisOptions{
+	o := popup.RedisOptions{
 		Registerer:   reg,
 		Logger:       log,
 		ReadTimeout:  c.Ingest.PublishTimeout,
 		WriteTimeout: c.Ingest.PublishTimeout,
-	})
+	}
+	var (
+		r   *popup.Redis
+		err error
+	)
+	switch {
+	case len(c.Broker.Redis.ClusterURLs) > 0:
+		r, err = popup.NewRedisCluster(ctx, c.Broker.Redis.ClusterURLs, o)
+	case c.Broker.Redis.URL != "":
+		r, err = popup.NewRedis(ctx, c.Broker.Redis.URL, o)
+	default:
+		return popup.NewMemory(popup.MemoryOptions{Registerer: reg}), nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("server: popup broker: %w", err)
 	}
