@@ -445,6 +445,16 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 		copies: map[string]int{},
 	}
 	early, err := s.confirm(ctx, channels)
+	if _, moved := redis.IsMovedError(errors.Unwrap(err)); moved && r.names.sharded {
+		// The slot has moved since the cluster client last read the slots, and go-redis does
+		// not follow MOVED for a subscription (redis/go-redis#3099): read them again (the
+		// cluster's ping does) and subscribe once more, on the slot's new master.
+		s.ps.Close()
+		if perr := r.ping(ctx); perr == nil {
+			s.ps = r.names.pubSub(loopCtx, r.client)
+			early, err = s.confirm(ctx, channels)
+		}
+	}
 	if err != nil {
 		s.ps.Close()
 		cancel()
@@ -579,8 +589,12 @@ func (s *redisSub) loop(ctx context.Context) {
 			// Redis itself ends sharded subscriptions whose slot moved to another shard (a
 			// slot migration, or on some versions a failover) with SUNSUBSCRIBE; a
 			// subscription that went on would hear nothing more, silently.
+			// Redis answers, so the broker stays up.
 			if m.Kind == "unsubscribe" || m.Kind == "sunsubscribe" {
-				s.fail(fmt.Errorf("popup: redis ended the subscription to %s (%s)", m.Channel, m.Kind))
+				err := fmt.Errorf("popup: redis ended the subscription to %s (%s)", m.Channel, m.Kind)
+				if s.finish(err) {
+					s.r.log.Warn("popup subscription ended; the workstation must subscribe again", "error", err, "org_id", s.org)
+				}
 				return
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,6 +73,8 @@ func TestRedisCluster(t *testing.T) {
 			}
 		}
 	})
+	// Last: it changes which master serves a slot.
+	defer t.Run("SubscriptionEndsWhenItsSlotMoves", func(t *testing.T) { testClusterSlotMoves(t, c) })
 	t.Run("RefusesAnOrganizationThatDefeatsTheHashTag", func(t *testing.T) {
 		r := newRedisCluster(t, urls, popup.RedisOptions{})
 		if err := r.Publish(t.Context(), popuptest.Sample("}org", "x", "main")); err == nil {
@@ -379,5 +382,57 @@ func TestRedisClusterFailover(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// testClusterSlotMoves moves the slot of an organization to another master while a desk is
+// subscribed: Redis ends the sharded subscription (SUNSUBSCRIBE), and the subscription must end
+// with an error rather than stay open and silent; a new subscription, and publishing, reach the
+// new master.
+func testClusterSlotMoves(t *testing.T, c *rediscluster.Cluster) {
+	r := newRedisCluster(t, c.URLs(), popup.RedisOptions{})
+	org := popuptest.OrgID(t)
+	sub, err := r.Subscribe(t.Context(), org, []string{"main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	key := popup.ClusterClaimKey(org, "")
+	owner, err := c.MasterOf(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	masters, err := c.Masters(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var to *rediscluster.Node
+	for _, m := range masters {
+		if m != owner {
+			to = m
+			break
+		}
+	}
+	slot, err := c.Slot(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MoveSlot(t.Context(), slot, to); err != nil {
+		t.Fatal(err)
+	}
+	popuptest.Ended(t, sub)
+	if err := sub.Err(); err == nil || !strings.Contains(err.Error(), "sunsubscribe") {
+		t.Errorf("Err of a subscription whose slot moved = %v, want it to name sunsubscribe", err)
+	}
+	again, err := r.Subscribe(t.Context(), org, []string{"main"})
+	if err != nil {
+		t.Fatalf("subscribe after the slot moved: %v", err)
+	}
+	defer again.Close()
+	if err := r.Publish(t.Context(), popuptest.Sample(org, "moved", "main")); err != nil {
+		t.Fatalf("publish after the slot moved: %v", err)
+	}
+	if got := popuptest.Receive(t, again); got.ID != "moved" {
+		t.Errorf("received %s, want moved", got.ID)
 	}
 }

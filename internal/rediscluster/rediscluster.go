@@ -222,34 +222,31 @@ func (c *Cluster) MasterOf(ctx context.Context, key string) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		sc := bufio.NewScanner(strings.NewReader(nodes))
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
-				continue
-			}
-			for _, r := range f[8:] {
-				if strings.HasPrefix(r, "[") {
-					continue // a slot being migrated
-				}
-				lo, hi, found := strings.Cut(r, "-")
-				a, _ := strconv.Atoi(lo)
-				b := a
-				if found {
-					b, _ = strconv.Atoi(hi)
-				}
-				if slot >= a && slot <= b {
-					addr, _, _ := strings.Cut(f[1], "@")
-					for _, m := range c.nodes {
-						if m.Addr() == addr {
-							return m, nil
-						}
-					}
-					return nil, fmt.Errorf("rediscluster: slot %d is served by %s, not a node of this cluster", slot, addr)
+		return c.servingSlot(nodes, slot)
+	}
+	return nil, errors.New("rediscluster: no node is running")
+}
+
+// Masters returns the masters that serve slots, as a running node sees them.
+func (c *Cluster) Masters(ctx context.Context) ([]*Node, error) {
+	for _, n := range c.nodes {
+		if !n.Running() {
+			continue
+		}
+		nodes, err := n.Cmd(ctx, "cluster", "nodes")
+		if err != nil {
+			return nil, err
+		}
+		var masters []*Node
+		for _, line := range strings.Split(mastersOf(nodes), "; ") {
+			addr, _, _ := strings.Cut(line, " ")
+			for _, m := range c.nodes {
+				if m.Addr() == addr {
+					masters = append(masters, m)
 				}
 			}
 		}
-		return nil, fmt.Errorf("rediscluster: no master serves slot %d", slot)
+		return masters, nil
 	}
 	return nil, errors.New("rediscluster: no node is running")
 }
@@ -267,6 +264,90 @@ func (c *Cluster) Slot(ctx context.Context, key string) (int, error) {
 		return strconv.Atoi(strings.TrimSpace(out))
 	}
 	return 0, errors.New("rediscluster: no node is running")
+}
+
+// MoveSlot hands slot, which must hold no keys, from the master serving it to the master to,
+// as a resharding does for each slot it moves: IMPORTING on to, MIGRATING on the owner, then
+// every master is told the new owner. It returns once every node reports
+// cluster_state:ok again.
+func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Node) error {
+	s := strconv.Itoa(slot)
+	var from *Node
+	for _, n := range c.nodes {
+		if !n.Running() {
+			continue
+		}
+		nodes, err := n.Cmd(ctx, "cluster", "nodes")
+		if err != nil {
+			return err
+		}
+		from, err = c.servingSlot(nodes, slot)
+		if err != nil {
+			return err
+		}
+		break
+	}
+	if from == nil {
+		return errors.New("rediscluster: no node is running")
+	}
+	fromID, err := from.Cmd(ctx, "cluster", "myid")
+	if err != nil {
+		return err
+	}
+	toID, err := to.Cmd(ctx, "cluster", "myid")
+	if err != nil {
+		return err
+	}
+	fromID, toID = strings.TrimSpace(fromID), strings.TrimSpace(toID)
+	if _, err := to.Cmd(ctx, "cluster", "setslot", s, "importing", fromID); err != nil {
+		return err
+	}
+	if _, err := from.Cmd(ctx, "cluster", "setslot", s, "migrating", toID); err != nil {
+		return err
+	}
+	masters, err := c.Masters(ctx)
+	if err != nil {
+		return err
+	}
+	// The new owner first, then the old, then the other masters; replicas learn it from them.
+	for _, n := range append([]*Node{to, from}, masters...) {
+		if _, err := n.Cmd(ctx, "cluster", "setslot", s, "node", toID); err != nil {
+			return err
+		}
+	}
+	return c.WaitOK(ctx)
+}
+
+// servingSlot returns the node that CLUSTER NODES output says serves slot.
+func (c *Cluster) servingSlot(nodes string, slot int) (*Node, error) {
+	sc := bufio.NewScanner(strings.NewReader(nodes))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		for _, r := range f[8:] {
+			if strings.HasPrefix(r, "[") {
+				continue // a slot being migrated
+			}
+			lo, hi, found := strings.Cut(r, "-")
+			a, _ := strconv.Atoi(lo)
+			b := a
+			if found {
+				b, _ = strconv.Atoi(hi)
+			}
+			if slot >= a && slot <= b {
+				addr, _, _ := strings.Cut(f[1], "@")
+				for _, m := range c.nodes {
+					if m.Addr() == addr {
+						return m, nil
+					}
+				}
+				return nil, fmt.Errorf("rediscluster: slot %d is served by %s, not a node of this cluster", slot, addr)
+			}
+		}
+	}
+	return nil, fmt.Errorf("rediscluster: no master serves slot %d", slot)
 }
 
 // Close kills every node and waits for them to exit. It is safe to call more than once.
