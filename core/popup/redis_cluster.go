@@ -161,7 +161,10 @@ func (k keyspace) publishCmd(ctx context.Context, c redis.UniversalClient, chann
 }
 
 // pubSub returns a subscription of c not yet subscribed to anything. On a cluster, it is bound
-// to the node serving the slot of the first channels it subscribes to, and reconnects there.
+// to the node serving the slot of the first channels it subscribes to. The broker ends a
+// subscription whose connection is lost rather than letting go-redis reconnect it, which for a
+// sharded subscription went to a random node before v9.20 (redis/go-redis#3806), and would hide
+// the popups lost meanwhile in any case.
 func (k keyspace) pubSub(ctx context.Context, c redis.UniversalClient) *redis.PubSub {
 	if k.sharded {
 		return c.SSubscribe(ctx)
