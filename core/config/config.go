@@ -125,6 +125,11 @@ type Server struct {
 type Database struct {
 	// URL is a PostgreSQL connection URL (postgres://...). Empty means the embedded store.
 	URL string `koanf:"url"`
+	// ReadURL is a PostgreSQL URL of a streaming replica of URL's database. When set, the call
+	// history, a call with its events, the CSV export and the to-call-back list are read there,
+	// and may lag the writes; everything else stays on URL. Empty means every read goes to URL.
+	// Requires URL.
+	ReadURL string `koanf:"read_url"`
 	// Path is the embedded store's file, used when URL is empty. Default "data/callwire.db".
 	Path string `koanf:"path"`
 	// MaxConns is the PostgreSQL pool size. Default 16.
@@ -316,6 +321,15 @@ func (c Config) problems() []error {
 		}
 	} else if c.Database.Path == "" {
 		bad("database.path", "must name a file when database.url is empty")
+	}
+	if c.Database.ReadURL != "" {
+		u, err := url.Parse(c.Database.ReadURL)
+		switch {
+		case err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql"):
+			bad("database.read_url", "must be a postgres:// or postgresql:// URL")
+		case c.Database.URL == "":
+			bad("database.read_url", "needs database.url: it names a replica of that database")
+		}
 	}
 	if c.Broker.Redis.URL != "" {
 		u, err := url.Parse(c.Broker.Redis.URL)

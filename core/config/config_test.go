@@ -243,3 +243,40 @@ func TestRedisClusterURLs(t *testing.T) {
 		})
 	}
 }
+
+// TestReadURL reads database.read_url and refuses one that is not PostgreSQL's or has no primary.
+func TestReadURL(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		environ []string
+		readURL string // loaded, when it loads
+		want    string // in the error; "" means it loads
+	}{
+		{name: "a replica of the primary", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db",
+			"CALLWIRE_DATABASE_READ_URL=postgres://u@replica/db"}, readURL: "postgres://u@replica/db"},
+		{name: "unset", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db"}},
+		{name: "not postgres", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db",
+			"CALLWIRE_DATABASE_READ_URL=mysql://u@replica/db"}, want: "database.read_url: must be a postgres://"},
+		{name: "without a primary", environ: []string{"CALLWIRE_DATABASE_READ_URL=postgres://u@replica/db"},
+			want: "database.read_url: needs database.url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, unknown, err := Load("", tc.environ, nil, nil)
+			if len(unknown) > 0 {
+				t.Errorf("unknown variables %v", unknown)
+			}
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Database.ReadURL != tc.readURL {
+					t.Errorf("read url %q, want %q", c.Database.ReadURL, tc.readURL)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -43,7 +43,9 @@ func OpenStore(ctx context.Context, c config.Database) (store.Store, error) {
 	}
 	var st migrator
 	if c.URL != "" {
-		pg, err := postgres.Open(ctx, c.URL, postgres.Options{MaxConns: int32(c.MaxConns), AcquireTimeout: c.AcquireTimeout})
+		pg, err := postgres.Open(ctx, c.URL, postgres.Options{
+			MaxConns: int32(c.MaxConns), AcquireTimeout: c.AcquireTimeout, ReadURL: c.ReadURL,
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -194,6 +196,11 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 	}()
 	// A broker that can be down (Redis) is named in /readyz and gates the popup stream.
 	health, _ := broker.(httpapi.BrokerHealth)
+	// A store's replica is named in /readyz; its reads fall back to the primary.
+	var replica func(context.Context) error
+	if r, ok := o.Store.(replicaStore); ok && r.HasReplica() {
+		replica = r.PingReplica
+	}
 	hist, err := history.New(o.Store)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -207,6 +214,7 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 		Ingest:         svc,
 		Ready:          o.Store.Ping,
 		Broker:         health,
+		Replica:        replica,
 		BaseContext:    ctx,
 		Logger:         o.Logger,
 		Registerer:     reg,
@@ -411,6 +419,15 @@ func ApplyMemoryLimit(c config.Server, st store.Store, getenv func(string) strin
 		debug.SetMemoryLimit(limit)
 	}
 	return debug.SetMemoryLimit(-1)
+}
+
+// replicaStore is a store that may serve some reads from a replica of its database
+// (postgres.Store with a read URL).
+type replicaStore interface {
+	// HasReplica reports whether the store has a replica.
+	HasReplica() bool
+	// PingReplica reports whether the replica answers now.
+	PingReplica(ctx context.Context) error
 }
 
 // cacheBudgeter is a store that keeps memory outside the Go runtime: the embedded store's page
