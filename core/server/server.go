@@ -200,6 +200,13 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 	var replica func(context.Context) error
 	if r, ok := o.Store.(replicaStore); ok && r.HasReplica() {
 		replica = r.PingReplica
+		fallbacks := prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "callwire_store_replica_fallbacks_total",
+			Help: "Reads of the read replica's list served by the primary because the replica could not.",
+		}, func() float64 { return float64(r.ReplicaFallbacks()) })
+		if err := reg.Register(fallbacks); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
 	}
 	hist, err := history.New(o.Store)
 	if err != nil {
@@ -428,6 +435,8 @@ type replicaStore interface {
 	HasReplica() bool
 	// PingReplica reports whether the replica answers now.
 	PingReplica(ctx context.Context) error
+	// ReplicaFallbacks counts the reads the primary served because the replica could not.
+	ReplicaFallbacks() int64
 }
 
 // cacheBudgeter is a store that keeps memory outside the Go runtime: the embedded store's page
