@@ -29,9 +29,10 @@ import (
 //
 // A replica read sees the primary as of a moment ago, however long replay is behind: a call
 // written a moment before may be missing from a page or have fewer events there. When the
-// replica cannot serve a read (it is down, refuses connections, or cancelled the read for a
-// conflict with recovery), the read is served by the primary instead, and the replica is left
-// alone for replicaRetry before a read tries it again; PingReplica reports its state.
+// replica cannot serve a read (it is down, refuses connections or the login, or cancelled the
+// read for a conflict with recovery), the read is served by the primary instead, and the
+// replica is left alone for replicaRetry before a read tries it again; PingReplica reports its
+// state.
 const (
 	readListCalls     = readOp("list calls")
 	readGetCallByID   = readOp("get call by id")
@@ -85,31 +86,41 @@ func (r *replica) markDown(now time.Time) {
 }
 
 // read runs fn on a connection of the pool that serves op: the replica's when the store has
-// one and it is believed up, the primary's otherwise. When fn (or getting the connection)
-// fails on the replica with an error wrapping store.ErrUnavailable and ctx has not ended, the
-// replica is marked down and fn runs again on the primary: fn must be safe to run twice. fn
-// returns errors already classified (see classify).
+// one and it is believed up, the primary's otherwise. When no connection to the replica can be
+// had (whatever the reason: down, overloaded, or refusing the login), or fn fails on it with an
+// error wrapping store.ErrUnavailable, and ctx has not ended, the replica is marked down and fn
+// runs again on the primary: fn must be safe to run twice. fn returns errors already
+// classified (see classify); read's error is fn's, prefixed with the store and op.
 func (s *Store) read(ctx context.Context, op readOp, fn func(conn *pgxpool.Conn) error) error {
-	r := s.replica
-	if r != nil && r.up(time.Now()) {
-		err := s.runOn(ctx, r.pool, fn)
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
-			return err
+	if r := s.replica; r != nil && r.up(time.Now()) {
+		conn, err := s.acquireFrom(ctx, r.pool)
+		if err == nil {
+			err = fn(conn)
+			conn.Release()
+			if err == nil || !errors.Is(err, store.ErrUnavailable) {
+				return wrapRead(op, err)
+			}
+		}
+		if ctx.Err() != nil {
+			return wrapRead(op, err)
 		}
 		r.markDown(time.Now())
 		r.fallbacks.Add(1)
 	}
-	return s.runOn(ctx, s.pool, fn)
-}
-
-// runOn runs fn on a connection of pool, got within the acquire timeout.
-func (s *Store) runOn(ctx context.Context, pool *pgxpool.Pool, fn func(conn *pgxpool.Conn) error) error {
-	conn, err := s.acquireFrom(ctx, pool)
+	conn, err := s.acquire(ctx)
 	if err != nil {
-		return err
+		return wrapRead(op, err)
 	}
 	defer conn.Release()
-	return fn(conn)
+	return wrapRead(op, fn(conn))
+}
+
+// wrapRead prefixes err, when not nil, with the store and op.
+func wrapRead(op readOp, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
 }
 
 // HasReplica reports whether the store was opened with a read URL.

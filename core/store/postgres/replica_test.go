@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net"
+	neturl "net/url"
 	"testing"
 	"time"
 
@@ -227,5 +229,52 @@ func TestReadReplica(t *testing.T) {
 	})
 	if n := s.ReplicaFallbacks(); n != before {
 		t.Errorf("%d more reads fell back to the primary once the standby was back", n-before)
+	}
+}
+
+// TestReadReplicaUnusable opens the store with a read URL no read can use: the replica's reads
+// are served by the primary, counted once per retry period, and PingReplica fails.
+func TestReadReplicaUnusable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, tc := range []struct {
+		name    string
+		readURL func(primary string) string
+	}{
+		{"nothing listens", func(string) string {
+			return "postgres://postgres@" + closed + "/test?sslmode=disable&connect_timeout=2"
+		}},
+		{"no such database", func(primary string) string {
+			u, err := neturl.Parse(primary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Path = "/callwire_no_such_database"
+			return u.String()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := pgtest.URL(t)
+			s := openStore(t, url, postgres.Options{ReadURL: tc.readURL(url)})
+			org := createOrg(t, s)
+			if _, err := s.WriteCalls(t.Context(), sampleWrite(org, 1, "only")); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if ok, err := listed(t.Context(), s, org, "only"); err != nil || !ok {
+					t.Fatalf("listed %v (error %v), want the call, read on the primary", ok, err)
+				}
+			}
+			if n := s.ReplicaFallbacks(); n != 1 {
+				t.Errorf("%d fallbacks, want 1: the replica is left alone after the first", n)
+			}
+			if err := s.PingReplica(t.Context()); err == nil {
+				t.Error("PingReplica succeeded on a replica no read can use")
+			}
+		})
 	}
 }
