@@ -12,6 +12,17 @@ if [ "$start" = 1 ]; then
     pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start >&2 || true
     for _ in $(seq 1 20); do pg_up && break; sleep 0.5; done
   fi
+  # The standby tests (core/store/postgres/pgtest.StartStandby) copy the server with
+  # pg_basebackup, a replication connection, which a rule for "all" databases does not cover.
+  # Only a server that already trusts every connection from 127.0.0.1 gets the same for them.
+  for hba in /etc/postgresql/*/main/pg_hba.conf; do
+    if [ -w "$hba" ] && pg_up && grep -Eq '^[[:space:]]*host[[:space:]]+all[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+trust' "$hba" &&
+      ! grep -Eq '^[[:space:]]*host[[:space:]]+replication[[:space:]]' "$hba"; then
+      echo "services: allowing replication connections from 127.0.0.1 in $hba" >&2
+      printf 'host replication all 127.0.0.1/32 trust\n' >>"$hba"
+      pg_ctlcluster --skip-systemctl-redirect "$(basename "$(dirname "$(dirname "$hba")")")" main reload >&2 || true
+    fi
+  done
   if ! redis_up && command -v redis-server >/dev/null 2>&1; then
     echo "services: starting Redis" >&2
     mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -24,7 +25,8 @@ import (
 // EnvPrefix starts every environment variable callwire reads. The rest of the name is the key
 // in upper case with each '.' written as '_': CALLWIRE_DATABASE_URL sets database.url,
 // CALLWIRE_SERVER_BODY_LIMIT sets server.body_limit and CALLWIRE_BROKER_REDIS_URL sets
-// broker.redis.url (also CALLWIRE_REDIS_URL).
+// broker.redis.url (also CALLWIRE_REDIS_URL). A list of URLs, such as broker.redis.cluster_urls,
+// is written in its variable with commas between them.
 const EnvPrefix = "CALLWIRE_"
 
 // Config is the whole configuration.
@@ -67,6 +69,26 @@ type Redis struct {
 	// URL is a redis:// or rediss:// URL; empty means the in-process broker, which reaches only
 	// the workstations connected to this process. Also CALLWIRE_REDIS_URL.
 	URL string `koanf:"url"`
+	// ClusterURLs are seed nodes of a Redis Cluster (redis:// or rediss:// URLs, database 0, one
+	// user and password for all): popups travel by sharded pub/sub on it. At least one must
+	// answer at start; the client learns the other nodes from it. Set either URL or ClusterURLs,
+	// not both. Also CALLWIRE_BROKER_REDIS_CLUSTER_URLS, the URLs separated by commas.
+	ClusterURLs URLList `koanf:"cluster_urls"`
+}
+
+// URLList is a list of URLs: in the file, a YAML list (or one string); in a variable, the URLs
+// separated by commas. Blanks around each are dropped.
+type URLList []string
+
+// UnmarshalText reads a comma-separated list; an empty text is an empty list.
+func (l *URLList) UnmarshalText(text []byte) error {
+	*l = nil
+	for u := range strings.SplitSeq(string(text), ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			*l = append(*l, u)
+		}
+	}
+	return nil
 }
 
 // Popups tunes the workstations' event stream.
@@ -103,6 +125,11 @@ type Server struct {
 type Database struct {
 	// URL is a PostgreSQL connection URL (postgres://...). Empty means the embedded store.
 	URL string `koanf:"url"`
+	// ReadURL is a PostgreSQL URL of a streaming replica of URL's database. When set, the call
+	// history, a call with its events, the CSV export and the to-call-back list are read there,
+	// and may lag the writes; everything else stays on URL. Empty means every read goes to URL.
+	// Requires URL.
+	ReadURL string `koanf:"read_url"`
 	// Path is the embedded store's file, used when URL is empty. Default "data/callwire.db".
 	Path string `koanf:"path"`
 	// MaxConns is the PostgreSQL pool size. Default 16.
@@ -295,10 +322,37 @@ func (c Config) problems() []error {
 	} else if c.Database.Path == "" {
 		bad("database.path", "must name a file when database.url is empty")
 	}
+	if c.Database.ReadURL != "" {
+		u, err := url.Parse(c.Database.ReadURL)
+		switch {
+		case err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql"):
+			bad("database.read_url", "must be a postgres:// or postgresql:// URL")
+		case c.Database.URL == "":
+			bad("database.read_url", "needs database.url: it names a replica of that database")
+		}
+	}
 	if c.Broker.Redis.URL != "" {
 		u, err := url.Parse(c.Broker.Redis.URL)
 		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
 			bad("broker.redis.url", "must be a redis:// or rediss:// URL")
+		}
+		if len(c.Broker.Redis.ClusterURLs) > 0 {
+			bad("broker.redis.cluster_urls", "set either broker.redis.url (one Redis server) or broker.redis.cluster_urls (a Redis Cluster), not both")
+		}
+	}
+	for i, raw := range c.Broker.Redis.ClusterURLs {
+		// The URL itself is not repeated: it may carry a password.
+		u, err := url.Parse(strings.TrimSpace(raw))
+		switch {
+		case err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "":
+			bad("broker.redis.cluster_urls", "entry %d must be a redis:// or rediss:// URL with a host", i+1)
+		case u.Path != "" && u.Path != "/" && u.Path != "/0":
+			bad("broker.redis.cluster_urls", "entry %d names a database; a Redis Cluster has only database 0", i+1)
+		case i > 0:
+			first, _ := url.Parse(strings.TrimSpace(c.Broker.Redis.ClusterURLs[0]))
+			if first != nil && (first.Scheme != u.Scheme || first.User.String() != u.User.String()) {
+				bad("broker.redis.cluster_urls", "entry %d must carry the same scheme, user and password as entry 1", i+1)
+			}
 		}
 	}
 	if c.Lookup.Timeout > 10*time.Second {

@@ -16,7 +16,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c != Defaults() {
+	if !reflect.DeepEqual(c, Defaults()) {
 		t.Errorf("loaded %+v, want defaults %+v", c, Defaults())
 	}
 }
@@ -184,5 +184,99 @@ func TestVariablesAreDocumented(t *testing.T) {
 		if !strings.Contains(string(doc), "`"+v+"`") {
 			t.Errorf("docs/configuration.md does not mention %s", v)
 		}
+	}
+}
+
+// TestRedisClusterURLs reads broker.redis.cluster_urls from the file and from its variable, and
+// refuses what cannot be a cluster's seed list, without repeating a URL (it may carry a
+// password).
+func TestRedisClusterURLs(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		yaml    string
+		environ []string
+		want    []string // the URLs, when valid
+		errs    []string // else the problems
+	}{
+		{name: "yaml list", yaml: "broker:\n  redis:\n    cluster_urls:\n      - redis://10.0.0.1:6379\n      - redis://10.0.0.2:6379/0\n",
+			want: []string{"redis://10.0.0.1:6379", "redis://10.0.0.2:6379/0"}},
+		{name: "variable", environ: []string{"CALLWIRE_BROKER_REDIS_CLUSTER_URLS=rediss://u:p@a:6379, rediss://u:p@b:6379,"},
+			want: []string{"rediss://u:p@a:6379", "rediss://u:p@b:6379"}},
+		{name: "the variable overrides the file", yaml: "broker:\n  redis:\n    cluster_urls: [redis://a:1]\n",
+			environ: []string{"CALLWIRE_BROKER_REDIS_CLUSTER_URLS=redis://b:2"}, want: []string{"redis://b:2"}},
+		{name: "with a server url", environ: []string{"CALLWIRE_REDIS_URL=redis://h:6379", "CALLWIRE_BROKER_REDIS_CLUSTER_URLS=redis://a:1"},
+			errs: []string{"broker.redis.cluster_urls: set either broker.redis.url (one Redis server) or broker.redis.cluster_urls (a Redis Cluster), not both"}},
+		{name: "bad entries", environ: []string{"CALLWIRE_BROKER_REDIS_CLUSTER_URLS=redis://u:secret@a:1,http://b:2,redis://c:3/2,redis://other:pw@d:4,redis://"},
+			errs: []string{"entry 2 must be a redis:// or rediss:// URL with a host", "entry 3 names a database; a Redis Cluster has only database 0",
+				"entry 4 must carry the same scheme, user and password as entry 1", "entry 5 must be a redis:// or rediss:// URL with a host"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.yaml != "" {
+				path = filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+				if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, _, err := Load(path, tc.environ, nil, nil)
+			if tc.errs == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual([]string(c.Broker.Redis.ClusterURLs), tc.want) {
+					t.Errorf("cluster_urls %q, want %q", c.Broker.Redis.ClusterURLs, tc.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("loaded, want an error")
+			}
+			for _, want := range tc.errs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("error %q repeats a password", err)
+			}
+		})
+	}
+}
+
+// TestReadURL reads database.read_url and refuses one that is not PostgreSQL's or has no primary.
+func TestReadURL(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		environ []string
+		readURL string // loaded, when it loads
+		want    string // in the error; "" means it loads
+	}{
+		{name: "a replica of the primary", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db",
+			"CALLWIRE_DATABASE_READ_URL=postgres://u@replica/db"}, readURL: "postgres://u@replica/db"},
+		{name: "unset", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db"}},
+		{name: "not postgres", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db",
+			"CALLWIRE_DATABASE_READ_URL=mysql://u@replica/db"}, want: "database.read_url: must be a postgres://"},
+		{name: "without a primary", environ: []string{"CALLWIRE_DATABASE_READ_URL=postgres://u@replica/db"},
+			want: "database.read_url: needs database.url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, unknown, err := Load("", tc.environ, nil, nil)
+			if len(unknown) > 0 {
+				t.Errorf("unknown variables %v", unknown)
+			}
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Database.ReadURL != tc.readURL {
+					t.Errorf("read url %q, want %q", c.Database.ReadURL, tc.readURL)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
 	}
 }

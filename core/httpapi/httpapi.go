@@ -70,6 +70,10 @@ type Options struct {
 	// subscribes; nil means the broker is not checked (the in-process broker is up as long as
 	// the process is).
 	Broker BrokerHealth
+	// Replica, when not nil, reports whether the store's read replica answers; /readyz names it
+	// "replica", degraded while it does not. The reads it serves fall back to the primary
+	// meanwhile, so a replica that is down leaves the service ready.
+	Replica func(ctx context.Context) error
 	// BaseContext is the parent of every request's context. Cancel it only after shutdown.
 	BaseContext context.Context
 	Logger      *slog.Logger
@@ -454,7 +458,9 @@ const (
 
 // readiness is the body of a 200 from /readyz: status "ready" (the store answers, so calls are
 // recorded) and the result of each check. A broker that is down leaves the service ready, with
-// the broker "degraded": calls are still recorded, only their popups are missed.
+// the broker "degraded": calls are still recorded, only their popups are missed. A read replica
+// that does not answer leaves it ready too, with the replica "degraded": its reads are served by
+// the primary.
 type readiness struct {
 	Status string            `json:"status"`
 	Checks map[string]string `json:"checks"`
@@ -470,6 +476,15 @@ func (a *api) readyz(c *fiber.Ctx) error {
 			return a.fail(c, fiber.StatusServiceUnavailable, "not ready: the store does not answer", nil)
 		}
 		r.Checks["store"] = checkOK
+	}
+	if a.o.Replica != nil {
+		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+		defer cancel()
+		r.Checks["replica"] = checkOK
+		if err := a.o.Replica(ctx); err != nil {
+			a.log.Warn("read replica degraded: its reads go to the primary", "trace_id", trace(c), "error", err)
+			r.Checks["replica"] = checkDegraded
+		}
 	}
 	if a.o.Broker != nil {
 		r.Checks["broker"] = checkOK

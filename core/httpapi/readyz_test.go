@@ -19,16 +19,23 @@ func (b brokerState) Up() bool { return bool(b) }
 
 func TestReadyz(t *testing.T) {
 	tests := []struct {
-		name   string
-		ready  error
-		broker httpapi.BrokerHealth
-		want   int
-		checks map[string]string // of the 200 body
+		name    string
+		ready   error
+		broker  httpapi.BrokerHealth
+		replica func(context.Context) error
+		want    int
+		checks  map[string]string // of the 200 body
 	}{
 		{name: "store ok, no broker to check", want: 200, checks: map[string]string{"store": "ok"}},
 		{name: "store ok, broker up", broker: brokerState(true), want: 200, checks: map[string]string{"store": "ok", "broker": "ok"}},
 		// Calls are still recorded while the broker is down: ready, with the broker degraded.
 		{name: "store ok, broker down", broker: brokerState(false), want: 200, checks: map[string]string{"store": "ok", "broker": "degraded"}},
+		// The replica's reads go to the primary while it is down: ready, with the replica degraded.
+		{name: "store ok, replica up", replica: func(context.Context) error { return nil }, want: 200,
+			checks: map[string]string{"store": "ok", "replica": "ok"}},
+		{name: "store ok, replica down", replica: func(context.Context) error { return errors.New("down") }, want: 200,
+			checks: map[string]string{"store": "ok", "replica": "degraded"}},
+		{name: "store down, replica up", ready: errors.New("down"), replica: func(context.Context) error { return nil }, want: 503},
 		{name: "store down", ready: errors.New("down"), broker: brokerState(true), want: 503},
 		{name: "store and broker down", ready: errors.New("down"), broker: brokerState(false), want: 503},
 	}
@@ -37,6 +44,7 @@ func TestReadyz(t *testing.T) {
 			e := newStreamEnv(t, func(o *httpapi.Options) {
 				o.Ready = func(context.Context) error { return tt.ready }
 				o.Broker = tt.broker
+				o.Replica = tt.replica
 			})
 			resp, err := http.Get(e.base + "/readyz")
 			if err != nil {

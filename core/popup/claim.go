@@ -183,14 +183,18 @@ func (c *claimSet) grow() {
 	}
 }
 
-// publishOnceLua claims the ringing and, only when the claim is new, publishes the popup on each
-// channel: one script, so that no other publisher can come between the two and a ring costs one
-// round trip. KEYS[1] is the claim key, ARGV[1] its time to live in milliseconds, ARGV[2] the
+// publishOnceLua returns the script that claims the ringing and, only when the claim is new,
+// publishes the popup on each channel: one script, so that no other publisher can come between
+// the two and a ring costs one round trip. KEYS[1] is the claim key, ARGV[1] its time to live in milliseconds, ARGV[2] the
 // token of this publish (the claim's value), ARGV[3] the popup, ARGV[4] on the channels. It
 // returns 1 when it published, 0 for a repeat. A claim that holds this publish's own token is
 // not a repeat: the Redis client resends a command whose reply it did not get in time, and the
 // first run, whose reply was lost, published.
-const publishOnceLua = `
+//
+// publish is the command that publishes: PUBLISH on one server, SPUBLISH on a cluster, where
+// the claim key and the channels share a slot, so the script runs on the master that serves it.
+func publishOnceLua(publish string) string {
+	return `
 if not redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[1]) then
 	if redis.call('GET', KEYS[1]) == ARGV[2] then
 		return 1
@@ -198,10 +202,11 @@ if not redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[1]) then
 	return 0
 end
 for i = 4, #ARGV do
-	redis.call('PUBLISH', ARGV[i], ARGV[3])
+	redis.call('` + publish + `', ARGV[i], ARGV[3])
 end
 return 1
 `
+}
 
 // claimAndPublish runs publishOnceLua for p, whose JSON form is data, on the channels of its
 // locations, claiming with token, which is the publish's own. It reports false for a repeat.
@@ -209,9 +214,9 @@ func (r *Redis) claimAndPublish(ctx context.Context, p Popup, data []byte, token
 	ttl := claimTTL(r.opts.ClaimTTL)
 	args := []any{strconv.FormatInt(max(ttl.Milliseconds(), 1), 10), token, data}
 	for _, l := range UniqueLocations(p.Locations) {
-		args = append(args, Channel(p.OrgID, l))
+		args = append(args, r.names.channel(p.OrgID, l))
 	}
-	n, err := r.publishOnce.Run(ctx, r.client, []string{ClaimKey(p.OrgID, p.ID)}, args...).Int()
+	n, err := r.publishOnce.Run(ctx, r.client, []string{r.names.claim(p.OrgID, p.ID)}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("popup: publish to redis: %w", err)
 	}

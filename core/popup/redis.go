@@ -61,7 +61,9 @@ const firstRetry = 100 * time.Millisecond
 // Redis is the broker shared by every replica: Publish sends the popup with PUBLISH on
 // Channel(org, location) for each of its locations, and a subscription listens on its
 // organization's location channels, so a popup published through one process reaches the
-// workstations connected to any process on the same Redis. It is safe for concurrent use.
+// workstations connected to any process on the same Redis. On a Redis Cluster (NewRedisCluster)
+// the same is done with sharded pub/sub on the channels of ClusterChannel. It is safe for
+// concurrent use.
 //
 // Delivery is Redis pub/sub: at most once, no replay. A subscription whose connection is lost,
 // or whose Redis stops answering, ends with Err set; it does not reconnect by itself, since the
@@ -73,8 +75,12 @@ const firstRetry = 100 * time.Millisecond
 // fail at once with ErrDown; once a ping is answered again they go to Redis again, on fresh
 // connections.
 type Redis struct {
-	client  *redis.Client
-	addr    string
+	// client is a *redis.Client on one server, or a *redis.ClusterClient (see NewRedisCluster).
+	client redis.UniversalClient
+	names  keyspace
+	addr   string
+	// pingAll asks Redis for a PONG: the one server, or every master of the cluster.
+	pingAll func(ctx context.Context) error
 	opts    RedisOptions
 	log     *slog.Logger
 	metrics brokerMetrics
@@ -106,6 +112,26 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 	if err != nil {
 		return nil, fmt.Errorf("popup: redis url: %w", err)
 	}
+	o = o.withDefaults()
+	ro.DialTimeout = o.DialTimeout
+	ro.ReadTimeout = o.ReadTimeout
+	ro.WriteTimeout = o.WriteTimeout
+	ro.PoolTimeout = o.ReadTimeout
+	// One retry replaces a pooled connection that died while idle (a Redis restart); more would
+	// only stretch a failure.
+	ro.MaxRetries = 1
+	// The caller's deadline (the publish timeout) bounds every network wait, not only the
+	// client's own timeouts.
+	ro.ContextTimeoutEnabled = true
+	// No extra handshake round trips: less for a hanging server to hold up.
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	client := redis.NewClient(ro)
+	return newRedis(ctx, client, keyspace{}, ro.Addr, func(ctx context.Context) error { return client.Ping(ctx).Err() }, o)
+}
+
+// withDefaults returns o with its zero values replaced by the documented defaults.
+func (o RedisOptions) withDefaults() RedisOptions {
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultBuffer
 	}
@@ -127,33 +153,28 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 	if o.RetryInterval <= 0 {
 		o.RetryInterval = 2 * time.Second
 	}
-	ro.DialTimeout = o.DialTimeout
-	ro.ReadTimeout = o.ReadTimeout
-	ro.WriteTimeout = o.WriteTimeout
-	ro.PoolTimeout = o.ReadTimeout
-	// One retry replaces a pooled connection that died while idle (a Redis restart); more would
-	// only stretch a failure.
-	ro.MaxRetries = 1
-	// The caller's deadline (the publish timeout) bounds every network wait, not only the
-	// client's own timeouts.
-	ro.ContextTimeoutEnabled = true
-	// No extra handshake round trips: less for a hanging server to hold up.
-	ro.DisableIdentity = true
-	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return o
+}
+
+// newRedis makes the broker on client, whose channels and claim keys names gives, addr naming
+// it in logs and ping asking it for a PONG, and pings it once. On an error it closes client.
+func newRedis(ctx context.Context, client redis.UniversalClient, names keyspace, addr string, ping func(context.Context) error, o RedisOptions) (*Redis, error) {
 	m, err := newBrokerMetrics("redis", o.Registerer)
 	if err != nil {
+		client.Close()
 		return nil, err
 	}
 	upGauge, err := newUpGauge("redis", o.Registerer)
 	if err != nil {
+		client.Close()
 		return nil, err
 	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Redis{client: redis.NewClient(ro), addr: ro.Addr, opts: o, log: log, metrics: m, upGauge: upGauge,
-		publishOnce: redis.NewScript(publishOnceLua), tokenPrefix: rand.Text() + ":",
+	r := &Redis{client: client, names: names, addr: addr, pingAll: ping, opts: o, log: log, metrics: m, upGauge: upGauge,
+		publishOnce: redis.NewScript(publishOnceLua(names.publish())), tokenPrefix: rand.Text() + ":",
 		kick: make(chan struct{}, 1), healthDone: make(chan struct{}), subs: map[*redisSub]struct{}{}}
 	if err := r.ping(ctx); err != nil {
 		upGauge.Set(0)
@@ -203,7 +224,7 @@ func (r *Redis) Up() bool {
 func (r *Redis) ping(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, r.opts.DialTimeout+r.opts.ReadTimeout)
 	defer cancel()
-	if err := r.client.Ping(pctx).Err(); err != nil {
+	if err := r.pingAll(pctx); err != nil {
 		return fmt.Errorf("popup: ping redis %s: %w", r.addr, err)
 	}
 	return nil
@@ -290,6 +311,10 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 		r.metrics.failed.Inc()
 		return err
 	}
+	if err := r.names.checkOrg(p.OrgID); err != nil {
+		r.metrics.failed.Inc()
+		return fmt.Errorf("popup: publish: %w", err)
+	}
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -345,9 +370,9 @@ func (r *Redis) NotifyCallbacks(ctx context.Context, orgID string) error {
 		r.metrics.noticesFailed.Inc()
 		return fmt.Errorf("popup: notify: %w", err)
 	}
-	if orgID == "" {
+	if err := r.names.checkOrg(orgID); err != nil {
 		r.metrics.noticesFailed.Inc()
-		return errors.New("popup: notify: organization is required")
+		return fmt.Errorf("popup: notify: %w", err)
 	}
 	r.mu.Lock()
 	closed := r.closed
@@ -370,7 +395,7 @@ func (r *Redis) NotifyCallbacks(ctx context.Context, orgID string) error {
 		ctx, cancel = context.WithTimeout(ctx, r.opts.ReadTimeout+r.opts.WriteTimeout)
 		defer cancel()
 	}
-	if err := r.client.Publish(ctx, CallbacksChannel(orgID), data).Err(); err != nil {
+	if err := r.names.publishCmd(ctx, r.client, r.names.callbacks(orgID), data).Err(); err != nil {
 		r.metrics.noticesFailed.Inc()
 		if !errors.Is(ctx.Err(), context.Canceled) {
 			r.down(err)
@@ -396,6 +421,9 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 	if err != nil {
 		return nil, err
 	}
+	if err := r.names.checkOrg(orgID); err != nil {
+		return nil, fmt.Errorf("popup: subscribe: %w", err)
+	}
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -407,16 +435,26 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 	}
 	channels := make([]string, len(locs), len(locs)+1)
 	for i, l := range locs {
-		channels[i] = Channel(orgID, l)
+		channels[i] = r.names.channel(orgID, l)
 	}
-	channels = append(channels, CallbacksChannel(orgID))
+	channels = append(channels, r.names.callbacks(orgID))
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &redisSub{
 		r: r, org: orgID, locations: locs, feed: newFeed(r.opts.Buffer),
-		ps: r.client.Subscribe(loopCtx), cancel: cancel, done: make(chan struct{}),
+		ps: r.names.pubSub(loopCtx, r.client), cancel: cancel, done: make(chan struct{}),
 		copies: map[string]int{},
 	}
 	early, err := s.confirm(ctx, channels)
+	if _, moved := redis.IsMovedError(errors.Unwrap(err)); moved && r.names.sharded {
+		// The slot has moved since the cluster client last read the slots, and go-redis does
+		// not follow MOVED for a subscription (redis/go-redis#3099): read them again (the
+		// cluster's ping does) and subscribe once more, on the slot's new master.
+		s.ps.Close()
+		if perr := r.ping(ctx); perr == nil {
+			s.ps = r.names.pubSub(loopCtx, r.client)
+			early, err = s.confirm(ctx, channels)
+		}
+	}
 	if err != nil {
 		s.ps.Close()
 		cancel()
@@ -493,7 +531,7 @@ const maxPending = 1024
 func (s *redisSub) confirm(ctx context.Context, channels []string) ([]*redis.Message, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.r.opts.SubscribeTimeout)
 	defer cancel()
-	if err := s.ps.Subscribe(cctx, channels...); err != nil {
+	if err := s.r.names.subscribe(cctx, s.ps, channels); err != nil {
 		return nil, fmt.Errorf("popup: subscribe on redis: %w", err)
 	}
 	pending := map[string]bool{}
@@ -508,7 +546,7 @@ func (s *redisSub) confirm(ctx context.Context, channels []string) ([]*redis.Mes
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			if m.Kind == s.r.names.subscribed() {
 				delete(pending, m.Channel)
 			}
 		case *redis.Message:
@@ -544,8 +582,21 @@ func (s *redisSub) loop(ctx context.Context) {
 			return
 		}
 		pinged = false
-		if m, ok := msg.(*redis.Message); ok {
+		switch m := msg.(type) {
+		case *redis.Message:
 			s.handle(m)
+		case *redis.Subscription:
+			// Redis itself ends sharded subscriptions whose slot moved to another shard (a
+			// slot migration, or on some versions a failover) with SUNSUBSCRIBE; a
+			// subscription that went on would hear nothing more, silently.
+			// Redis answers, so the broker stays up.
+			if m.Kind == "unsubscribe" || m.Kind == "sunsubscribe" {
+				err := fmt.Errorf("popup: redis ended the subscription to %s (%s)", m.Channel, m.Kind)
+				if s.finish(err) {
+					s.r.log.Warn("popup subscription ended; the workstation must subscribe again", "error", err, "org_id", s.org)
+				}
+				return
+			}
 		}
 	}
 }
@@ -560,7 +611,7 @@ func (s *redisSub) fail(err error) {
 
 // handle decodes one message and queues it, once per publish.
 func (s *redisSub) handle(m *redis.Message) {
-	if m.Channel == CallbacksChannel(s.org) {
+	if m.Channel == s.r.names.callbacks(s.org) {
 		var n notice
 		if err := json.Unmarshal([]byte(m.Payload), &n); err != nil || n.OrgID != s.org {
 			s.r.metrics.malformed.Inc()

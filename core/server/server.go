@@ -43,7 +43,9 @@ func OpenStore(ctx context.Context, c config.Database) (store.Store, error) {
 	}
 	var st migrator
 	if c.URL != "" {
-		pg, err := postgres.Open(ctx, c.URL, postgres.Options{MaxConns: int32(c.MaxConns), AcquireTimeout: c.AcquireTimeout})
+		pg, err := postgres.Open(ctx, c.URL, postgres.Options{
+			MaxConns: int32(c.MaxConns), AcquireTimeout: c.AcquireTimeout, ReadURL: c.ReadURL,
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -194,6 +196,18 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 	}()
 	// A broker that can be down (Redis) is named in /readyz and gates the popup stream.
 	health, _ := broker.(httpapi.BrokerHealth)
+	// A store's replica is named in /readyz; its reads fall back to the primary.
+	var replica func(context.Context) error
+	if r, ok := o.Store.(replicaStore); ok && r.HasReplica() {
+		replica = r.PingReplica
+		fallbacks := prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "callwire_store_replica_fallbacks_total",
+			Help: "Reads of the read replica's list served by the primary because the replica could not.",
+		}, func() float64 { return float64(r.ReplicaFallbacks()) })
+		if err := reg.Register(fallbacks); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	hist, err := history.New(o.Store)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -207,6 +221,7 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 		Ingest:         svc,
 		Ready:          o.Store.Ping,
 		Broker:         health,
+		Replica:        replica,
 		BaseContext:    ctx,
 		Logger:         o.Logger,
 		Registerer:     reg,
@@ -250,22 +265,32 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 }
 
 // OpenBroker makes the popup broker the configuration names: Redis at broker.redis.url when it
-// is set, with every Redis wait bounded by ingest.publish_timeout; otherwise the in-process
-// broker, which reaches only the workstations connected to this process. Its metrics go to reg
+// is set, or the Redis Cluster of broker.redis.cluster_urls when those are, with every Redis
+// wait bounded by ingest.publish_timeout; otherwise the in-process broker, which reaches only
+// the workstations connected to this process. Its metrics go to reg
 // (nil registers nothing); log receives its warnings. It fails when broker.redis.url is unusable,
 // not when Redis is down: popups are best effort, so the server starts with the broker down
 // (popups missed, /readyz naming it degraded) and the broker goes up by itself once Redis
 // answers. The caller closes the broker.
 func OpenBroker(ctx context.Context, c config.Config, log *slog.Logger, reg prometheus.Registerer) (popup.Broker, error) {
-	if c.Broker.Redis.URL == "" {
-		return popup.NewMemory(popup.MemoryOptions{Registerer: reg}), nil
-	}
-	r, err := popup.NewRedis(ctx, c.Broker.Redis.URL, popup.RedisOptions{
+	o := popup.RedisOptions{
 		Registerer:   reg,
 		Logger:       log,
 		ReadTimeout:  c.Ingest.PublishTimeout,
 		WriteTimeout: c.Ingest.PublishTimeout,
-	})
+	}
+	var (
+		r   *popup.Redis
+		err error
+	)
+	switch {
+	case len(c.Broker.Redis.ClusterURLs) > 0:
+		r, err = popup.NewRedisCluster(ctx, c.Broker.Redis.ClusterURLs, o)
+	case c.Broker.Redis.URL != "":
+		r, err = popup.NewRedis(ctx, c.Broker.Redis.URL, o)
+	default:
+		return popup.NewMemory(popup.MemoryOptions{Registerer: reg}), nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("server: popup broker: %w", err)
 	}
@@ -401,6 +426,17 @@ func ApplyMemoryLimit(c config.Server, st store.Store, getenv func(string) strin
 		debug.SetMemoryLimit(limit)
 	}
 	return debug.SetMemoryLimit(-1)
+}
+
+// replicaStore is a store that may serve some reads from a replica of its database
+// (postgres.Store with a read URL).
+type replicaStore interface {
+	// HasReplica reports whether the store has a replica.
+	HasReplica() bool
+	// PingReplica reports whether the replica answers now.
+	PingReplica(ctx context.Context) error
+	// ReplicaFallbacks counts the reads the primary served because the replica could not.
+	ReplicaFallbacks() int64
 }
 
 // cacheBudgeter is a store that keeps memory outside the Go runtime: the embedded store's page

@@ -210,7 +210,8 @@ func scanCallback(r pgx.Row) (store.Callback, error) {
 	return cb, nil
 }
 
-// ListCallbacks implements store.CallbackStore: one walk of callbacks_list_idx.
+// ListCallbacks implements store.CallbackStore: one walk of callbacks_list_idx, on the replica
+// when the store has one (replica.go).
 func (s *Store) ListCallbacks(ctx context.Context, orgID string, f store.CallbackFilter, after *store.CallbackPosition, limit int) ([]store.Callback, error) {
 	if limit < 1 || limit > store.MaxCallbackLimit {
 		return nil, fmt.Errorf("postgres: list callbacks: %w: limit %d is not 1 to %d", store.ErrInvalid, limit, store.MaxCallbackLimit)
@@ -228,15 +229,15 @@ func (s *Store) ListCallbacks(ctx context.Context, orgID string, f store.Callbac
 	}
 	args = append(args, limit)
 	fmt.Fprintf(&q, ` ORDER BY last_missed_at DESC, number DESC LIMIT $%d`, len(args))
-	conn, err := s.acquire(ctx)
+	var out []store.Callback
+	err := s.read(ctx, readListCallbacks, func(conn *pgxpool.Conn) error {
+		rows, _ := conn.Query(ctx, q.String(), args...)
+		var err error
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Callback, error) { return scanCallback(r) })
+		return classify(ctx, conn, err)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list callbacks: %w", err)
-	}
-	defer conn.Release()
-	rows, _ := conn.Query(ctx, q.String(), args...)
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Callback, error) { return scanCallback(r) })
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list callbacks: %w", classify(ctx, conn, err))
+		return nil, err
 	}
 	if out == nil {
 		out = []store.Callback{}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callwire/callwire/core/store"
 )
@@ -82,69 +83,72 @@ func eventsOf(ctx context.Context, conn interface {
 }
 
 // GetCallByID returns the organization's call whose ID is id, with its events, or an error
-// wrapping store.ErrNotFound. It reads through the index calls_id_idx, in one snapshot.
+// wrapping store.ErrNotFound. It reads through the index calls_id_idx, in one snapshot, on the
+// replica when the store has one (replica.go).
 func (s *Store) GetCallByID(ctx context.Context, orgID, id string) (store.Call, []store.Event, error) {
-	conn, err := s.acquire(ctx)
+	var (
+		c    store.Call
+		recs []store.CallRecord
+	)
+	err := s.read(ctx, readGetCallByID, func(conn *pgxpool.Conn) error {
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return classify(ctx, conn, err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		c, err = scanHistoryCall(tx.QueryRow(ctx, `SELECT `+historyColumns+` FROM calls c WHERE c.org_id = $1 AND c.id = $2`,
+			orgID, id), orgID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("call %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return classify(ctx, conn, err)
+		}
+		recs = []store.CallRecord{{Call: c}}
+		return classify(ctx, conn, eventsOf(ctx, tx, orgID, recs))
+	})
 	if err != nil {
-		return store.Call{}, nil, fmt.Errorf("postgres: get call by id: %w", err)
-	}
-	defer conn.Release()
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return store.Call{}, nil, fmt.Errorf("postgres: get call by id: %w", classify(ctx, conn, err))
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	c, err := scanHistoryCall(tx.QueryRow(ctx, `SELECT `+historyColumns+` FROM calls c WHERE c.org_id = $1 AND c.id = $2`,
-		orgID, id), orgID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Call{}, nil, fmt.Errorf("postgres: get call %q: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return store.Call{}, nil, fmt.Errorf("postgres: get call by id: %w", classify(ctx, conn, err))
-	}
-	recs := []store.CallRecord{{Call: c}}
-	if err := eventsOf(ctx, tx, orgID, recs); err != nil {
-		return store.Call{}, nil, fmt.Errorf("postgres: get call by id: %w", classify(ctx, conn, err))
+		return store.Call{}, nil, err
 	}
 	return c, recs[0].Events, nil
 }
 
 // ListCalls returns a page of the organization's calls that f selects, newest first, each with
 // its events, read in one snapshot: the calls through calls_started_idx walked backwards (or a
-// number index, when f.Number is set), then their events in one query. See store.Store.
+// number index, when f.Number is set), then their events in one query, on the replica when the
+// store has one (replica.go). See store.Store.
 func (s *Store) ListCalls(ctx context.Context, orgID string, f store.CallFilter, after *store.CallPosition, limit int) ([]store.CallRecord, error) {
 	if err := store.CheckList(f, limit); err != nil {
 		return nil, fmt.Errorf("postgres: list calls: %w", err)
 	}
 	q, args := listCallsSQL(orgID, f, after, limit)
-	conn, err := s.acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list calls: %w", err)
-	}
-	defer conn.Release()
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list calls: %w", classify(ctx, conn, err))
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, err := tx.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list calls: %w", classify(ctx, conn, err))
-	}
-	recs := []store.CallRecord{}
-	for rows.Next() {
-		c, err := scanHistoryCall(rows, orgID)
+	var recs []store.CallRecord
+	err := s.read(ctx, readListCalls, func(conn *pgxpool.Conn) error {
+		recs = []store.CallRecord{}
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("postgres: list calls: %w", err)
+			return classify(ctx, conn, err)
 		}
-		recs = append(recs, store.CallRecord{Call: c})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: list calls: %w", classify(ctx, conn, err))
-	}
-	if err := eventsOf(ctx, tx, orgID, recs); err != nil {
-		return nil, fmt.Errorf("postgres: list calls: %w", classify(ctx, conn, err))
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return classify(ctx, conn, err)
+		}
+		for rows.Next() {
+			c, err := scanHistoryCall(rows, orgID)
+			if err != nil {
+				rows.Close()
+				return classify(ctx, conn, err)
+			}
+			recs = append(recs, store.CallRecord{Call: c})
+		}
+		if err := rows.Err(); err != nil {
+			return classify(ctx, conn, err)
+		}
+		return classify(ctx, conn, eventsOf(ctx, tx, orgID, recs))
+	})
+	if err != nil {
+		return nil, err
 	}
 	return recs, nil
 }

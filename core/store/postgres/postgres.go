@@ -42,11 +42,20 @@ type Options struct {
 	// writes at once). An operation that waits longer fails with an error wrapping
 	// store.ErrUnavailable. Zero means DefaultAcquireTimeout.
 	AcquireTimeout time.Duration
+	// ReadURL, when not empty, names a streaming replica of the database (a standby that
+	// replays the primary's WAL), in the forms Open accepts. The replica serves the reads that
+	// tolerate its lag (see replica.go for the list) from a pool of its own, sized and bounded as
+	// the primary's; everything else stays on the primary. Such a read does not promise to see a
+	// write that returned before it started. While the replica cannot serve, those reads go to
+	// the primary.
+	ReadURL string
 }
 
 // Store is a store.Store on PostgreSQL. It is safe for concurrent use. Create it with Open.
 type Store struct {
-	pool           *pgxpool.Pool
+	pool *pgxpool.Pool
+	// replica is the pool of Options.ReadURL, or nil (replica.go).
+	replica        *replica
 	acquireTimeout time.Duration
 	// oneCall[checked][n] is the one-statement write of one call with n events (oneCallSQL).
 	oneCall [2][maxEventRows + 1]string
@@ -79,7 +88,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err) // pgx redacts the password
 	}
-	return openConfig(ctx, cfg, opts)
+	s, err := openConfig(ctx, cfg, opts)
+	if err != nil || opts.ReadURL == "" {
+		return s, err
+	}
+	if s.replica, err = openReplica(ctx, opts.ReadURL, opts); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // openConfig is Open on a parsed pool configuration, which it may change.
@@ -117,7 +134,12 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 // connection. Every failure wraps store.ErrUnavailable, a refused login included, except one
 // caused by ctx being cancelled.
 func (s *Store) Ping(ctx context.Context) error {
-	conn, err := s.acquire(ctx)
+	return s.ping(ctx, s.pool)
+}
+
+// ping is Ping on pool.
+func (s *Store) ping(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := s.acquireFrom(ctx, pool)
 	if err != nil {
 		if !errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
 			return fmt.Errorf("postgres: ping: %w: %w", store.ErrUnavailable, err)
@@ -139,6 +161,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // must not be used after Close. It always returns nil.
 func (s *Store) Close() error {
 	s.pool.Close()
+	if s.replica != nil {
+		s.replica.pool.Close()
+	}
 	return nil
 }
 
@@ -146,9 +171,14 @@ func (s *Store) Close() error {
 // wraps store.ErrUnavailable, unless ctx itself ended first or the server refused the
 // connection for a reason that will not pass by itself (bad credentials, no such database).
 func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	return s.acquireFrom(ctx, s.pool)
+}
+
+// acquireFrom is acquire from pool.
+func (s *Store) acquireFrom(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
 	actx, cancel := context.WithTimeout(ctx, s.acquireTimeout)
 	defer cancel()
-	conn, err := s.pool.Acquire(actx)
+	conn, err := pool.Acquire(actx)
 	if err == nil {
 		return conn, nil
 	}

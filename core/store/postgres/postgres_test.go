@@ -37,9 +37,32 @@ func openStore(t testing.TB, url string, opts postgres.Options) *postgres.Store 
 	return s
 }
 
+// TestContract runs the contract suite, recording every statement the store runs, then checks
+// that each of them bounds every tenant table it reads or changes by org_id (orgfilter_test.go),
+// as distributing the tables by organization needs (docs/scaling.md, "Citus").
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return openStore(t, pgtest.URL(t), postgres.Options{})
+	rec := newSQLRecorder()
+	t.Run("suite", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) store.Store {
+			url := pgtest.URL(t)
+			openStore(t, url, postgres.Options{}) // migrated apart, so that only the store's own statements are recorded
+			s, err := postgres.OpenTraced(t.Context(), url, postgres.Options{}, rec)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		})
+	})
+	t.Run("every query of a tenant table filters on org_id", func(t *testing.T) {
+		url := pgtest.URL(t)
+		openStore(t, url, postgres.Options{})
+		conn, err := pgx.Connect(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.WithoutCancel(t.Context()))
+		checkOrgFilters(t, conn, rec.statements())
 	})
 }
 

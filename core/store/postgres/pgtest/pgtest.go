@@ -1,4 +1,5 @@
-// Package pgtest gives a test its own PostgreSQL schema.
+// Package pgtest gives a test its own PostgreSQL schema (URL), and a streaming replica of the
+// test server (StartStandby).
 //
 // The database is named by the environment variable CALLWIRE_TEST_DATABASE_URL, for example
 //
