@@ -58,8 +58,9 @@ const (
 	// must have been open from the request's start to this long after its end for the desk to
 	// owe it.
 	settle = time.Second
-	// replicaDown is how long a killed replica stays down once HAProxy has taken it out.
-	replicaDown = 3 * time.Second
+	// downTime is how long a broken part stays down once the rest has noticed (HAProxy took a
+	// replica out, a replica took over from a Redis master).
+	downTime = 3 * time.Second
 )
 
 // window is a stretch of the run the report gives figures for.
@@ -125,7 +126,7 @@ func TestCluster(t *testing.T) {
 		}
 	}
 
-	faults := slices.Concat([]Fault{killReplica(t, lb, replicas[1])}, br.Faults(), st.Faults())
+	faults := slices.Concat([]Fault{killReplica(t, lb, replicas[1])}, br.Faults(org), st.Faults(org))
 
 	rep := newReporters()
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -189,7 +190,7 @@ func TestCluster(t *testing.T) {
 }
 
 // killReplica is the fault that kills r with SIGKILL mid-run, waits until HAProxy has taken it
-// out, leaves it down for replicaDown, then starts it again in place and waits until HAProxy
+// out, leaves it down for downTime, then starts it again in place and waits until HAProxy
 // sends it requests again.
 func killReplica(t *testing.T, lb *loadBalancer, r *replica) Fault {
 	return Fault{
@@ -201,14 +202,7 @@ func killReplica(t *testing.T, lb *loadBalancer, r *replica) Fault {
 			if err := lb.waitStatus(ctx, r.name, "DOWN"); err != nil {
 				return err
 			}
-			// The replica stays down a while, as one does until its supervisor restarts it, so
-			// that the load runs on the others.
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(replicaDown):
-				return nil
-			}
+			return hold(ctx)
 		},
 		Heal: func(ctx context.Context) error {
 			if err := r.start(t, ctx); err != nil {

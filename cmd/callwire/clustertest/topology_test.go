@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/cmd/callwire/e2etest"
+	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
+	"github.com/callwire/callwire/internal/rediscluster"
 )
 
 // Fault is one failure the run injects into a part of the topology, between two calm stretches
@@ -35,44 +37,108 @@ type Fault struct {
 	Heal func(ctx context.Context) error
 }
 
-// Store is the PostgreSQL the replicas share. A primary with a streaming standby replaces the
-// single schema once the store can read from a standby (database.read_url): its Env names both,
-// and its Faults restart the standby.
+// Store is the PostgreSQL the replicas share.
 type Store interface {
 	// Env is what a replica's environment needs to reach the store (CALLWIRE_DATABASE_*).
 	Env() []string
-	// Faults are the store's failures the run injects, in order; none for a single node.
-	Faults() []Fault
+	// Faults are the store's failures the run injects, in order, for the organization orgID.
+	Faults(orgID string) []Fault
 }
 
-// Broker is the Redis the replicas publish popups through. A Redis Cluster of six nodes
-// replaces the single server once the broker speaks to a cluster: its Env names the cluster, and
-// its Faults fail over a master.
+// Broker is the Redis the replicas publish popups through.
 type Broker interface {
 	// Env is what a replica's environment needs to reach the broker (CALLWIRE_BROKER_*).
 	Env() []string
-	// Faults are the broker's failures the run injects, in order; none for a single server.
-	Faults() []Fault
+	// Faults are the broker's failures the run injects, in order, for the organization orgID.
+	Faults(orgID string) []Fault
 }
 
-// singleStore is one fresh schema of the PostgreSQL named by CALLWIRE_TEST_DATABASE_URL.
-type singleStore struct{ url string }
+// standbyStore is a fresh schema of the PostgreSQL named by CALLWIRE_TEST_DATABASE_URL, the
+// primary, and a streaming standby of it that serves the replicas' history reads
+// (database.read_url).
+type standbyStore struct {
+	primary, read string
+	standby       *pgtest.Standby
+}
 
-// startStore gives the run its store: a fresh schema, dropped when the test ends.
-func startStore(t *testing.T) Store { return singleStore{url: pgtest.URL(t)} }
+// startStore gives the run its store: a fresh schema, dropped when the test ends, and a standby
+// copied from its server with pg_basebackup, stopped when the test ends.
+func startStore(t *testing.T) Store {
+	primary := pgtest.URL(t)
+	sb := pgtest.StartStandby(t)
+	return &standbyStore{primary: primary, read: sb.URL(t, primary), standby: sb}
+}
 
-func (s singleStore) Env() []string   { return []string{"CALLWIRE_DATABASE_URL=" + s.url} }
-func (s singleStore) Faults() []Fault { return nil }
+func (s *standbyStore) Env() []string {
+	return []string{"CALLWIRE_DATABASE_URL=" + s.primary, "CALLWIRE_DATABASE_READ_URL=" + s.read}
+}
 
-// singleBroker is the Redis server named by CALLWIRE_TEST_REDIS_URL. The run's organization is
-// new, so its channels and claim keys are its own.
-type singleBroker struct{ url string }
+// Faults kills the standby (an immediate shutdown, as a crash), leaves it down for downTime
+// while the replicas read from the primary, and starts it again.
+func (s *standbyStore) Faults(string) []Fault {
+	return []Fault{{
+		Name: "PostgreSQL standby killed and restarted",
+		Inject: func(ctx context.Context) error {
+			if err := s.standby.Kill(ctx); err != nil {
+				return err
+			}
+			return hold(ctx)
+		},
+		Heal: s.standby.Start,
+	}}
+}
 
-// startBroker gives the run its popup broker.
-func startBroker(t *testing.T) Broker { return singleBroker{url: popuptest.RedisURL(t)} }
+// clusterBroker is a Redis Cluster of six nodes of the test's own.
+type clusterBroker struct{ c *rediscluster.Cluster }
 
-func (b singleBroker) Env() []string   { return []string{"CALLWIRE_BROKER_REDIS_URL=" + b.url} }
-func (b singleBroker) Faults() []Fault { return nil }
+// startBroker gives the run its popup broker: a Redis Cluster of six nodes (three masters, one
+// replica each) whose replicas take over within a second.
+func startBroker(t *testing.T) Broker {
+	return clusterBroker{c: popuptest.NewRedisCluster(t, time.Second)}
+}
+
+func (b clusterBroker) Env() []string {
+	return []string{"CALLWIRE_BROKER_REDIS_CLUSTER_URLS=" + strings.Join(b.c.URLs(), ",")}
+}
+
+// Faults kills, with SIGKILL, the master that serves the organization's popups (their channels
+// are hash-tagged by organization, so one shard holds them all), waits until its replica has
+// taken over, leaves it down for downTime, then starts it again and waits until it has rejoined
+// as a replica.
+func (b clusterBroker) Faults(orgID string) []Fault {
+	var master *rediscluster.Node
+	return []Fault{{
+		Name: "Redis master of the popups killed, failed over",
+		Inject: func(ctx context.Context) error {
+			var err error
+			if master, err = b.c.MasterOf(ctx, popup.Channel(orgID, "front-desk")); err != nil {
+				return err
+			}
+			master.Kill()
+			if err := b.c.WaitOK(ctx); err != nil {
+				return err
+			}
+			return hold(ctx)
+		},
+		Heal: func(ctx context.Context) error {
+			if err := master.Start(ctx); err != nil {
+				return err
+			}
+			return b.c.WaitOK(ctx)
+		},
+	}}
+}
+
+// hold waits downTime, the time a broken part stays down once the rest has noticed, so that the
+// load runs without it; it returns early when ctx ends.
+func hold(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(downTime):
+		return nil
+	}
+}
 
 // freeAddr returns a loopback host:port nothing listens on right now.
 func freeAddr(t *testing.T) string {
