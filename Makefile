@@ -18,8 +18,9 @@ test: vet fmt-check tidy-check
 	. .ci/services.sh; $(GO) test -race -count=1 -timeout 12m $(PKGS)
 
 # The deployment past one machine, under faults: three `callwire serve` replicas behind HAProxy
-# (Debian package haproxy) on PostgreSQL and Redis, desks and reporters, one replica killed
-# mid-run; see docs/scaling.md, "The test topology". About a minute; `make test` skips it.
+# (Debian package haproxy) on a PostgreSQL primary and standby and a six-node Redis Cluster,
+# desks and reporters, with a replica, a Redis master and the standby killed in turn; see
+# docs/scaling.md, "The test topology". About a minute and a half; `make test` skips it.
 cluster-test:
 	. .ci/services.sh; CALLWIRE_TEST_CLUSTER=1 $(GO) test -race -count=1 -timeout 6m -v -run '^TestCluster$$' ./cmd/callwire/clustertest
 

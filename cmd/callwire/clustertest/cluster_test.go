@@ -1,15 +1,17 @@
 // Package clustertest runs callwire as a deployment past one machine runs it, and injects faults
 // while it works: three `callwire serve` replicas (the real binary, each its own process) on one
-// PostgreSQL schema and one Redis, HAProxy in front of them, workstations holding popup streams
-// on every replica, and reporters posting calls through HAProxy with the SDK. One serve replica
-// is killed with SIGKILL mid-run and started again; the broker's and the store's own faults join
-// the run through Broker.Faults and Store.Faults. Afterwards it checks that every acknowledged
-// event is stored exactly once and none invented, and that every call that rang reached the
-// desks of its locations once, and reports what was lost, retried and slowed in each fault
-// window.
+// PostgreSQL schema with a streaming standby for the history reads and a six-node Redis
+// Cluster, HAProxy in front of them, workstations holding popup streams on every replica, and
+// reporters posting calls through HAProxy with the SDK. A serve replica, the Redis master of the
+// popups' shard and the standby are killed in turn and started again (the broker's and the
+// store's faults come from Broker.Faults and Store.Faults). Afterwards it checks that every
+// acknowledged event is stored exactly once and none invented, and that every call that rang
+// reached the desks of its locations once, and reports what was lost, retried and slowed in each
+// fault window.
 //
 // It runs only with CALLWIRE_TEST_CLUSTER=1 (`make cluster-test` sets it), and needs HAProxy
-// (Debian package haproxy), PostgreSQL and Redis (see .ci/services.sh).
+// (Debian package haproxy), PostgreSQL with its binaries and replication allowed from
+// 127.0.0.1, and redis-server and redis-cli 7 or later (see .ci/services.sh).
 package clustertest
 
 import (
