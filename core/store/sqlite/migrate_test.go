@@ -19,20 +19,7 @@ import (
 // again, the store holds the same rows.
 func TestMigrationNumbersCalls(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "old.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.writer, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreignKeysOff(t, s) // as Migrate runs migrations
+	s, p := unmigrated(t)
 	if _, err := p.UpTo(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +103,28 @@ func TestMigrationNumbersCalls(t *testing.T) {
 	}
 }
 
+// unmigrated opens a store in a new file, without its migrations, and returns it with the
+// provider of its migrations, to apply them a version at a time. Foreign keys are off, as
+// Migrate runs migrations. The store is closed when the test ends.
+func unmigrated(t *testing.T) (*Store, *goose.Provider) {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "old.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.writer, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignKeysOff(t, s)
+	return s, p
+}
+
 // foreignKeysOff turns foreign keys off on s's writer, as Migrate does while migrations run.
 func foreignKeysOff(t *testing.T, s *Store) {
 	t.Helper()
@@ -129,20 +138,7 @@ func foreignKeysOff(t *testing.T, s *Store) {
 // call is not on file, it fails and changes nothing; Migrate turns foreign keys on again.
 func TestMigrationFindsCallsByIDChecksReferences(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "broken.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.writer, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreignKeysOff(t, s)
+	s, p := unmigrated(t)
 	if _, err := p.UpTo(ctx, 8); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +155,7 @@ func TestMigrationFindsCallsByIDChecksReferences(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	err = s.Migrate(ctx)
+	err := s.Migrate(ctx)
 	if err == nil || !strings.Contains(err.Error(), "broken = 0") {
 		t.Fatalf("Migrate on a store with an event whose call is not on file: %v; want the migration's check to fail", err)
 	}

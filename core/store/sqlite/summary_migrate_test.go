@@ -3,12 +3,8 @@ package sqlite
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/pressly/goose/v3"
 
 	"github.com/callwire/callwire/core/store"
 )
@@ -17,20 +13,7 @@ import (
 // filled in from its block and its events, as the write path would have kept it.
 func TestSummaryMigration(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "old.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.writer, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreignKeysOff(t, s) // as Migrate runs migrations
+	s, p := unmigrated(t)
 	if _, err := p.UpTo(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
