@@ -62,7 +62,7 @@ func TestClaimSetModel(t *testing.T) {
 }
 
 // TestClaimSetSize checks the memory a full set of the default bound keeps: the figure
-// docs/benchmarks.md gives.
+// docs/decisions.md gives ("The popup claim set is a ring and an open-addressed index").
 func TestClaimSetSize(t *testing.T) {
 	now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	c := newClaimSet(0, 0, func() time.Time { return now })

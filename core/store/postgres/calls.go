@@ -36,8 +36,8 @@ SELECT c.id, c.created, c.clients, c.cb_moved_from, (SELECT b.number FROM b WHER
 // The key check, written into each statement it guards: true when a live key has the client
 // ID, secret hash and time bound in its three places, else a call of callwire_key_rejected,
 // which raises CWK01 (migration 6); a statement takes it as one of the keyCheckAt constants
-// below. Written in, the lookup costs PostgreSQL 10 to 20 µs less per check than a call of the
-// PL/pgSQL function callwire_check_key (docs/benchmarks.md, "a third machine").
+// below. Written in, the lookup costs PostgreSQL less than a call of the PL/pgSQL function
+// callwire_check_key (docs/decisions.md, "The key check is written into the statements it guards").
 const (
 	keyCheck1 = `CASE WHEN EXISTS (SELECT 1 FROM api_keys WHERE client_id = `
 	keyCheck2 = ` AND secret_hash = `

@@ -28,8 +28,9 @@ import (
 // group's deadline is its writes' latest).
 
 // Bounds of one group: its statement grows with them, and so does the wait of its first write.
-// 256 events let up to five batches of 50 share a statement: against 128, PostgreSQL spent 1 to
-// 4% more per event than on the raw statement instead of 9 to 17% (docs/benchmarks.md).
+// 256 events let up to five batches of 50 share a statement, which brings PostgreSQL's cost per
+// event near the raw statement's (docs/decisions.md, "PostgreSQL's writes are grouped, up to 32
+// writes and 256 events").
 const (
 	maxGroupWrites = 32
 	maxGroupEvents = 256

@@ -117,9 +117,8 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 	}
 	// A quarter of the pool writes at once; the rest is left to the reads (a ring's read comes
 	// before its write). Writes that wait meanwhile are grouped (group.go), and the fewer write
-	// at once the more wait: with a quarter rather than half, the service committed 22 to 25%
-	// less often per realistic event and about 11% less per bulk event, and PostgreSQL spent less
-	// per event in both mixes (docs/benchmarks.md).
+	// at once the more wait and share a commit (docs/decisions.md, "A quarter of PostgreSQL's pool
+	// writes at once").
 	s.gate = make(chan struct{}, max(1, cfg.MaxConns/4))
 	s.writeParams = make(chan *params, cap(s.gate))
 	var err error

@@ -19,11 +19,10 @@ import (
 // carries 1 to maxEventRows events (oneCallSQL: the upsert and the events' insert, its events
 // rows of scalar parameters), else two statements in one pipeline, one round trip and one
 // implicit transaction: upsertCallSQL, then insertEventsSQL when there are events. Their
-// parameters are written by params, as writeMany's are: pgx's encoding of them was a tenth of the
-// server's CPU in the realistic mix. As one statement, the write cost PostgreSQL about a tenth
-// less CPU per event in that mix than as two (docs/benchmarks.md); an earlier one-statement
-// write, its events as arrays and its calls sorted and joined, cost more, because PostgreSQL
-// planned it anew on every execution.
+// parameters are written by params, as writeMany's are (params.go says why). As one statement,
+// the write costs PostgreSQL less per event than as two; an earlier one-statement write, its
+// events as arrays and its calls sorted and joined, cost more, because PostgreSQL planned it anew
+// on every execution (docs/decisions.md, "A write of one call is one statement").
 
 // The names the one-call statements are prepared under on each connection.
 const (

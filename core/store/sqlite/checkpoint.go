@@ -13,9 +13,8 @@ import (
 // writes, on the core the writer leaves idle: a PASSIVE checkpoint, which neither waits for nor
 // blocks a writer or a reader, after commits, at most every checkpointInterval, so that part of
 // what the writer's commit at 1000 pages would copy is copied already. Under a steady load of
-// batches the writer's own checkpoints still did about half to 80% of the copying, by machine; a
-// threshold of 4000 pages moved half of the writer's copying here, for a WAL three and a half
-// times larger, and was not kept.
+// batches the writer's own checkpoints still do much of the copying (docs/decisions.md, "The
+// embedded store checkpoints beside its writes, at most every 10 ms").
 //
 // The writer keeps its own checkpoint because it alone starts the WAL over: SQLite does that
 // when a write begins with every page of the WAL copied, which a checkpoint beside the writes
@@ -28,10 +27,9 @@ import (
 // checkpointInterval is the pause after each checkpoint before the checkpointer takes the next
 // commit's kick: at most one checkpoint per interval plus the checkpoint's own time, kicks that
 // arrive meanwhile counting as one. Under a steady load of batches the one writer is what the
-// service waits on (the server about 1.2 cores busy, the machine about 0.7 of a core idle); at
-// 10 ms the service stored 7 to 14% more bulk events a second than at 50 ms in three
-// alternating pairs, and with no pause at all no more than at 10 ms, by a mechanism not traced
-// (docs/benchmarks.md, "a twelfth machine").
+// service waits on, with part of a core idle beside it; 10 ms stored more than a longer pause, and
+// no pause at all no more than 10 ms (docs/decisions.md, "The embedded store checkpoints beside
+// its writes, at most every 10 ms").
 const checkpointInterval = 10 * time.Millisecond
 
 // checkpointer runs checkpoints on its own connection while writes are committed.

@@ -25,8 +25,8 @@ import (
 // Bounds of one group: a group's latency is the sum of its writes'. A batch may hold 50 events,
 // so a group holds up to five of them: at 64 events each batch was a group of its own, and a
 // sync of its own, and the writer spent as long waiting on syncs as the raw ceiling's one
-// transaction a request (benchmarks.md, "2026-11-28, a sixth machine"). At the writer's 20 µs an
-// event, a full group is about 5 ms.
+// transaction a request (docs/decisions.md, "The embedded store commits in groups of up to 64
+// writes and 256 events"). The latency of a full group is a few milliseconds.
 const (
 	maxGroupWrites = 64
 	maxGroupEvents = 256

@@ -38,7 +38,8 @@ func scanHistoryCall(row interface{ Scan(...any) error }, orgID string) (store.C
 // eventsOf reads the events of recs' calls into them, ordered as GetCall orders them, in one
 // query through the events' unique key (org_id, call_no, dedupe_key). One query for a page's
 // calls, rather than one per call: each statement run through database/sql and the driver
-// costs more than the few rows it reads (see docs/benchmarks.md, "Reading the history").
+// costs more than the few rows it reads (docs/decisions.md, "A page of the history reads its
+// calls' events in one statement").
 func eventsOf(ctx context.Context, tx *sql.Tx, orgID string, recs []store.CallRecord) error {
 	if len(recs) == 0 {
 		return nil

@@ -51,7 +51,7 @@ const (
 // cacheSlotFactor is what a full page cache takes in memory over its size: SQLite's allocator
 // here (modernc.org/memory) serves a request from a slot of the next power of two up to 16 KiB,
 // and a cached page is its 4,096 bytes plus SQLite's header for it, so it lands in a slot of
-// 8,192 (docs/benchmarks.md, "a fourth machine").
+// 8,192 (docs/decisions.md, "The server's memory").
 const cacheSlotFactor = 2
 
 // readerCacheKiB returns each reader's page cache, in KiB, when there are n readers.
