@@ -35,7 +35,7 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# Load benchmark against PostgreSQL; see docs/benchmarks.md.
+# The write path under load, on PostgreSQL and then the embedded store; see docs/benchmarks.md.
 bench:
 	. .ci/services.sh; $(GO) run ./cmd/callwire-bench $(BENCHFLAGS)
 
