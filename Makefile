@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := bin/callwire
 PKGS  := ./...
 
-.PHONY: run build test cluster-test vet fmt-check tidy-check bench bench-read bench-sip fuzz proto clean
+.PHONY: run build test cluster-test vet fmt-check tidy-check bench bench-read bench-scale bench-sip fuzz proto clean
 
 run: build
 	./$(BIN) serve
@@ -44,6 +44,14 @@ bench:
 # user's cache directory); see docs/benchmarks.md, "Reading the history".
 bench-read:
 	. .ci/services.sh; $(GO) run ./cmd/callwire-bench -read $(BENCHFLAGS)
+
+# Past one replica: the popup streams one `callwire serve` holds (1,000, 5,000 and 10,000 on the
+# in-process broker, up to 9,000 on a Redis of the bench's own), memory, goroutines and files per
+# stream and the popup latency with them open; events through 1, 2 and 3 replicas behind HAProxy
+# (Debian package haproxy) with each process's CPU per event; PostgreSQL's size per call. A few
+# minutes; see docs/scaling.md, "Sizing".
+bench-scale:
+	. .ci/services.sh; $(GO) run ./cmd/callwire-bench -scale $(BENCHFLAGS)
 
 # The SIP observer: calls per second through the proxy with translation on and off (sipp, Debian
 # package sip-tester), HEP datagrams translated per second, and the call model's memory; see

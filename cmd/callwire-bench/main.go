@@ -27,6 +27,10 @@
 // each with its own schema (or file) and server, one empty and one preloaded, their rounds
 // interleaved, and it reports each round's rate on the full store ÷ the empty one's.
 //
+// With -scale it measures past one replica instead (make bench-scale): the popup streams one
+// server holds, the popup latency with them open, events through replicas behind HAProxy with
+// each process's CPU per event, and PostgreSQL's size per call (see docs/scaling.md, "Sizing").
+//
 // Usage:
 //
 //	make bench                                # after sourcing .ci/services.sh
@@ -94,8 +98,11 @@ func main() {
 		os.Exit(2)
 	}
 	runner := run
-	if opts.read {
+	switch {
+	case opts.read:
 		runner = runRead
+	case opts.scale:
+		runner = runScale
 	}
 	if err := runner(ctx, opts, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "callwire-bench: FAILED:", err)
@@ -139,6 +146,16 @@ type options struct {
 	readRequests     int
 	readConcurrency  int
 	readKinds        []string // the kinds to time; all when empty
+
+	// The scale run (-scale; see scale.go).
+	scale             bool
+	scaleStreams      []int // popup streams held by one server on the in-process broker, level by level
+	scaleRedisStreams []int // the same on the Redis broker
+	scaleReplicas     []int // replicas behind HAProxy, one run each
+	scaleOrgs         int
+	scaleHold         time.Duration
+	scalePopupRate    float64
+	scalePopupCalls   int
 }
 
 // The stores the bench can measure.
@@ -183,6 +200,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.readRequests, "read-requests", 500, "with -read: requests of each kind, at each concurrency")
 	fs.IntVar(&o.readConcurrency, "read-concurrency", 4, "with -read: concurrent clients of the second pass (the first has one)")
 	readKindsFlag := fs.String("read-kinds", "", "with -read: the kinds of request to time, comma-separated (default all; see docs/benchmarks.md)")
+	fs.BoolVar(&o.scale, "scale", false, "measure past one replica instead (see docs/scaling.md, \"Sizing\"): popup streams one server holds, level by level, "+
+		"and the popup latency at the highest; then events through -scale-replicas replicas behind HAProxy with each process's CPU per event; "+
+		"then PostgreSQL's size per call. Uses -database-url, -workers, -duration, -warmup, -max-conns, -server-bin, -json, -keep-schema")
+	scaleStreams := fs.String("scale-streams", "1000,5000,10000", "with -scale: the levels of popup streams one server holds on the in-process broker, increasing (empty: none)")
+	scaleRedisStreams := fs.String("scale-redis-streams", "1000,5000,9000", "with -scale: the same on the Redis broker, where each stream also holds a connection to Redis (empty: none)")
+	scaleReplicas := fs.String("scale-replicas", "1,2,3", "with -scale: the numbers of replicas behind HAProxy to run the events through, one run each (empty: none)")
+	fs.IntVar(&o.scaleOrgs, "scale-orgs", 100, "with -scale: organizations the desks are spread over, each with four locations")
+	fs.DurationVar(&o.scaleHold, "scale-hold", 6*time.Second, "with -scale: how long each level of streams is held and sampled")
+	fs.Float64Var(&o.scalePopupRate, "scale-popup-rate", 20, "with -scale: calls posted per second, open loop, with the highest level of streams open")
+	fs.IntVar(&o.scalePopupCalls, "scale-popup-calls", 400, "with -scale: calls posted with the highest level of streams open (0: none)")
 	mixFlag := fs.String("mix", "both", "the request mix: realistic (one call in three requests), bulk (batches of 10 whole calls, 50 events) or both")
 	storeFlag := fs.String("store", "both", "the store the server writes: postgres, sqlite (the embedded store, a file in a temporary directory) or both, one after the other")
 	fs.Float64Var(&o.minRatio, "min-ratio", 0, "fail when the service/ceiling ratio is below this (0: report only)")
@@ -225,6 +252,36 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.growth {
 		o.popupPhase = 0 // the popup phases measure the server, not its store's size
 	}
+	if o.scale {
+		for _, l := range []struct {
+			flag string
+			s    string
+			max  int
+			dst  *[]int
+		}{{"-scale-streams", *scaleStreams, 1_000_000, &o.scaleStreams}, {"-scale-redis-streams", *scaleRedisStreams, 1_000_000, &o.scaleRedisStreams},
+			{"-scale-replicas", *scaleReplicas, 16, &o.scaleReplicas}} {
+			if strings.TrimSpace(l.s) == "" {
+				continue
+			}
+			v, err := parseLevels(l.s, l.max)
+			if err != nil {
+				return o, fmt.Errorf("%s: %w", l.flag, err)
+			}
+			*l.dst = v
+		}
+		switch {
+		case o.scaleOrgs < 1 || o.scaleOrgs > 10_000:
+			return o, errors.New("-scale-orgs must be from 1 to 10000")
+		case o.scaleHold < time.Second || o.scaleHold > 10*time.Minute:
+			return o, errors.New("-scale-hold must be from 1s to 10m")
+		case !(o.scalePopupRate > 0 && o.scalePopupRate <= 1000):
+			return o, errors.New("-scale-popup-rate must be above 0 and at most 1000")
+		case o.scalePopupCalls < 0 || o.scalePopupCalls > 100_000:
+			return o, errors.New("-scale-popup-calls must be from 0 to 100000")
+		case o.read:
+			return o, errors.New("-scale and -read cannot be used together")
+		}
+	}
 	if *readKindsFlag != "" {
 		for _, k := range strings.Split(*readKindsFlag, ",") {
 			if !slices.ContainsFunc(readKinds, func(rk readKind) bool { return rk.name == k }) {
@@ -264,7 +321,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.redisURL == noRedis || o.popupPhase == 0 {
 		o.redisURL = ""
 	}
-	if o.databaseURL == "" && slices.Contains(o.stores, storePostgres) {
+	if o.databaseURL == "" && (slices.Contains(o.stores, storePostgres) || o.scale) {
 		return o, errors.New("no PostgreSQL named: the bench needs one. Start PostgreSQL on 127.0.0.1:5432 and run `make bench` " +
 			"(.ci/services.sh sets " + envTestURL + "), or set " + envBenchURL + "='postgres://user@host:5432/db?sslmode=disable', " +
 			"or pass -database-url")

@@ -70,6 +70,8 @@ type childOptions struct {
 	redisURL string
 	dir      string // working directory
 	profiled bool   // argv is serveProfiledCmd: also give it a pprof address
+	// extraEnv are more NAME=value settings, after the bench's.
+	extraEnv []string
 }
 
 // startServer starts the server on a free port of 127.0.0.1 and waits until /readyz answers 200.
@@ -270,7 +272,7 @@ func (o childOptions) env() []string {
 	if o.redisURL != "" {
 		env = append(env, config.EnvPrefix+"BROKER_REDIS_URL="+o.redisURL)
 	}
-	return env
+	return append(env, o.extraEnv...)
 }
 
 // migrateWith applies the migrations of the callwire binary bin to the store of o, as
