@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,12 +99,15 @@ type replicaRun struct {
 	P50ms        float64 `json:"p50Ms"`
 	P99ms        float64 `json:"p99Ms"`
 	// CPU time per event, in microseconds, of each kind of process: the replicas together,
-	// HAProxy, every postgres process of the machine, the redis-server, and the bench itself.
-	ServerUs   float64 `json:"serverUsPerEvent"`
-	HAProxyUs  float64 `json:"haproxyUsPerEvent"`
-	PostgresUs float64 `json:"postgresUsPerEvent"`
-	RedisUs    float64 `json:"redisUsPerEvent"`
-	BenchUs    float64 `json:"benchUsPerEvent"`
+	// HAProxy, the PostgreSQL backends serving the replicas' connections, the redis-server, and
+	// the bench itself; PostgresAllUs is every postgres process of the machine's, the other
+	// clients' backends and the server's own writers included.
+	ServerUs      float64 `json:"serverUsPerEvent"`
+	HAProxyUs     float64 `json:"haproxyUsPerEvent"`
+	PostgresUs    float64 `json:"postgresUsPerEvent"`
+	PostgresAllUs float64 `json:"postgresAllUsPerEvent"`
+	RedisUs       float64 `json:"redisUsPerEvent"`
+	BenchUs       float64 `json:"benchUsPerEvent"`
 	// ServerCores are the cores the replicas used together; HostShare as in the other reports.
 	ServerCores float64  `json:"serverCores"`
 	HostShare   *float64 `json:"hostShare,omitempty"`
@@ -193,6 +197,17 @@ func runScale(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 	if err != nil {
 		return err
 	}
+	// The servers' connections carry the schema's name, so that the CPU of their backends can be
+	// told from that of the machine's other PostgreSQL clients.
+	if serverURL, err = withApplicationName(serverURL, schema); err != nil {
+		return err
+	}
+	pgConn, err := pgx.Connect(ctx, schemaURL)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, func() error { return pgConn.Close(context.WithoutCancel(ctx)) })
+	backends := func() map[int]time.Duration { return backendsCPU(ctx, pgConn, schema) }
 	st, err := postgres.Open(ctx, schemaURL, postgres.Options{MaxConns: 4, AcquireTimeout: config.Defaults().Database.AcquireTimeout})
 	if err != nil {
 		return err
@@ -257,7 +272,7 @@ func runScale(ctx context.Context, o options, stdout, stderr io.Writer) (err err
 		ro := co
 		ro.redisURL = redisURL
 		for _, n := range o.scaleReplicas {
-			r, err := replicaBench(ctx, o, ro, n, orgs[0], redisSrv, tmp, logf)
+			r, err := replicaBench(ctx, o, ro, n, orgs[0], redisSrv, backends, tmp, logf)
 			if err != nil {
 				return fmt.Errorf("%d replicas: %w", n, err)
 			}
@@ -681,7 +696,8 @@ func startHAProxy(ctx context.Context, dir string, servers []*child) (*child, st
 // replicaBench starts n servers with co, HAProxy in front, and runs the realistic mix through
 // HAProxy with -workers workers for -duration after a -warmup, reporting events per second and
 // each kind of process's CPU per event.
-func replicaBench(ctx context.Context, o options, co childOptions, n int, org scaleOrg, redisSrv *child, dir string, logf func(string, ...any)) (r replicaRun, err error) {
+func replicaBench(ctx context.Context, o options, co childOptions, n int, org scaleOrg, redisSrv *child,
+	backends func() map[int]time.Duration, dir string, logf func(string, ...any)) (r replicaRun, err error) {
 	r.Replicas = n
 	var servers []*child
 	defer func() {
@@ -733,7 +749,9 @@ func replicaBench(ctx context.Context, o options, co childOptions, n int, org sc
 	}
 	before := sampleCPU(0)
 	s0, l0, r0 := pids()
+	b0 := backends()
 	pr, err := runPhase(ctx, phaseSpec{label: label, workers: o.workers, duration: o.duration, maxCalls: o.maxCalls}, mix, do)
+	b1 := backends()
 	s1, l1, r1 := pids()
 	after := sampleCPU(0)
 	if err != nil {
@@ -748,7 +766,8 @@ func replicaBench(ctx context.Context, o options, co childOptions, n int, org sc
 	r.ServerUs = perEvent((s1 - s0).Seconds(), pr.Events)
 	r.HAProxyUs = perEvent((l1 - l0).Seconds(), pr.Events)
 	r.RedisUs = perEvent((r1 - r0).Seconds(), pr.Events)
-	r.PostgresUs = perEvent((after.postgres - before.postgres).Seconds(), pr.Events)
+	r.PostgresUs = perEvent(cpuGrowth(b0, b1).Seconds(), pr.Events)
+	r.PostgresAllUs = perEvent((after.postgres - before.postgres).Seconds(), pr.Events)
 	r.BenchUs = perEvent((after.bench - before.bench).Seconds(), pr.Events)
 	if wall := after.at.Sub(before.at).Seconds(); wall > 0 {
 		r.ServerCores = (s1 - s0).Seconds() / wall
@@ -757,9 +776,51 @@ func replicaBench(ctx context.Context, o options, co childOptions, n int, org sc
 		h := untold + steal
 		r.HostShare = &h
 	}
-	logf("%d replicas: %.0f events/s, p99 %.1fms; CPU per event: replicas %.0fµs, haproxy %.0fµs, postgres %.0fµs, redis %.0fµs",
-		n, r.EventsPerSec, r.P99ms, r.ServerUs, r.HAProxyUs, r.PostgresUs, r.RedisUs)
+	logf("%d replicas: %.0f events/s, p99 %.1fms; CPU per event: replicas %.0fµs, haproxy %.0fµs, postgres backends %.0fµs (all postgres %.0fµs), redis %.0fµs",
+		n, r.EventsPerSec, r.P99ms, r.ServerUs, r.HAProxyUs, r.PostgresUs, r.PostgresAllUs, r.RedisUs)
 	return r, nil
+}
+
+// withApplicationName returns the postgres:// URL u with its application_name parameter set
+// to name.
+func withApplicationName(u, name string) (string, error) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "", fmt.Errorf("database url: %w", err)
+	}
+	q := pu.Query()
+	q.Set("application_name", name)
+	pu.RawQuery = q.Encode()
+	return pu.String(), nil
+}
+
+// backendsCPU returns the CPU time so far of each PostgreSQL backend whose connection is named
+// name (application_name), by process id; none when PostgreSQL does not tell.
+func backendsCPU(ctx context.Context, conn *pgx.Conn, name string) map[int]time.Duration {
+	out := map[int]time.Duration{}
+	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", name)
+	if err != nil {
+		return out
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return out
+	}
+	for _, pid := range pids {
+		t, _ := procCPU(strconv.Itoa(int(pid)))
+		out[int(pid)] = t
+	}
+	return out
+}
+
+// cpuGrowth is the CPU time the processes of after spent since before: a process absent from
+// before started since, from nothing; one absent from after ended, and its last part is lost.
+func cpuGrowth(before, after map[int]time.Duration) time.Duration {
+	var d time.Duration
+	for pid, t := range after {
+		d += max(0, t-before[pid])
+	}
+	return d
 }
 
 // tenantTables returns the tables of the schema of conn that carry org_id, but for the
@@ -881,16 +942,17 @@ func printScale(w io.Writer, r scaleReport) {
 	}
 	if len(r.Replicas) > 0 {
 		fmt.Fprintf(w, "\nevents through HAProxy onto replicas (realistic mix, %d workers, %.0fs; CPU per event in µs):\n", s.Workers, s.PhaseSeconds)
-		fmt.Fprintf(w, "  %8s %9s %8s %9s %9s %8s %9s %7s %6s %12s %10s\n", "replicas", "events/s", "p99 ms", "replicas", "haproxy", "postgres", "redis", "bench", "host", "srv cores", "ev/s/core")
+		fmt.Fprintf(w, "  %8s %9s %8s %9s %9s %9s %8s %9s %7s %6s %12s %10s\n", "replicas", "events/s", "p99 ms", "replicas", "haproxy", "pg (own)", "pg (all)", "redis", "bench", "host", "srv cores", "ev/s/core")
 		for _, x := range r.Replicas {
 			host := "-"
 			if x.HostShare != nil {
 				host = fmt.Sprintf("%.0f%%", *x.HostShare*100)
 			}
-			fmt.Fprintf(w, "  %8d %9.0f %8.1f %9.0f %9.0f %8.0f %9.0f %7.0f %6s %12.2f %10.0f\n", x.Replicas, x.EventsPerSec, x.P99ms, x.ServerUs, x.HAProxyUs,
-				x.PostgresUs, x.RedisUs, x.BenchUs, host, x.ServerCores, eventsPerCore(x.ServerUs))
+			fmt.Fprintf(w, "  %8d %9.0f %8.1f %9.0f %9.0f %9.0f %8.0f %9.0f %7.0f %6s %12.2f %10.0f\n", x.Replicas, x.EventsPerSec, x.P99ms, x.ServerUs, x.HAProxyUs,
+				x.PostgresUs, x.PostgresAllUs, x.RedisUs, x.BenchUs, host, x.ServerCores, eventsPerCore(x.ServerUs))
 		}
-		fmt.Fprintf(w, "  (ev/s/core: events a second one core of replicas carries at the replicas' CPU per event; postgres counts every postgres process of the machine)\n")
+		fmt.Fprintf(w, "  (ev/s/core: events a second one core of replicas carries at the replicas' CPU per event; pg (own): the backends of the replicas' "+
+			"connections; pg (all): every postgres process of the machine, other clients' and the server's writers included)\n")
 	}
 	if st := r.Storage; st != nil && st.Calls > 0 {
 		fmt.Fprintf(w, "\nPostgreSQL after the replica runs: %d calls, %d events (5 a call, the realistic mix's bodies)\n", st.Calls, st.Events)

@@ -177,3 +177,25 @@ func TestDeliveries(t *testing.T) {
 		t.Fatalf("got %d latencies, %d missing, %d repeats; want 3, 2, 1", len(ds), missing, dups)
 	}
 }
+
+func TestWithApplicationName(t *testing.T) {
+	got, err := withApplicationName("postgres://u@127.0.0.1:5432/test?sslmode=disable&search_path=s1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "application_name=s1") || !strings.Contains(got, "search_path=s1") || !strings.Contains(got, "sslmode=disable") {
+		t.Fatalf("got %s", got)
+	}
+	if _, err := withApplicationName("postgres://u@[::1", "x"); err == nil {
+		t.Fatal("a broken URL: want an error")
+	}
+}
+
+func TestCPUGrowth(t *testing.T) {
+	before := map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: time.Second}
+	after := map[int]time.Duration{1: 3 * time.Second, 2: 2 * time.Second, 4: 500 * time.Millisecond}
+	// pid 1 grew 2s, pid 2 nothing, pid 3 ended (lost), pid 4 is new (all of it counts).
+	if got := cpuGrowth(before, after); got != 2500*time.Millisecond {
+		t.Fatalf("got %v, want 2.5s", got)
+	}
+}
