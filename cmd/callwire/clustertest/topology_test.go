@@ -111,7 +111,10 @@ func (b clusterBroker) Faults(orgID string) []Fault {
 		Name: "Redis master of the popups killed, failed over",
 		Inject: func(ctx context.Context) error {
 			var err error
-			if master, err = b.c.MasterOf(ctx, popup.Channel(orgID, "front-desk")); err != nil {
+			// The broker's channel on a cluster, hash-tagged by organization. popup.Channel, a
+			// single server's name, has no hash tag: its slot is another's, often on another
+			// shard, whose master's death would end no stream and test another fault.
+			if master, err = b.c.MasterOf(ctx, popup.ClusterChannel(orgID, "front-desk")); err != nil {
 				return err
 			}
 			master.Kill()
