@@ -89,6 +89,10 @@ func (s *deskStream) close() {
 	<-s.done
 }
 
+// errUnavailable is a stream refused with 503: the server asks the desk to come back later, as
+// the desk page does.
+var errUnavailable = errors.New("stream refused for now")
+
 // streamBody reads the response head from br and returns the body's reader: the stream's
 // chunks decoded when the response is chunked. Any status but 200 is an error naming it.
 func streamBody(br *bufio.Reader) (io.Reader, error) {
@@ -122,7 +126,11 @@ func streamBody(br *bufio.Reader) (io.Reader, error) {
 	if code != 200 {
 		b := make([]byte, 300)
 		n, _ := io.ReadFull(br, b)
-		return nil, fmt.Errorf("HTTP %d: %s", code, bytes.TrimSpace(b[:n]))
+		err := fmt.Errorf("HTTP %d: %s", code, bytes.TrimSpace(b[:n]))
+		if code == 503 {
+			err = fmt.Errorf("%w: %w", errUnavailable, err)
+		}
+		return nil, err
 	}
 	if chunked {
 		return httputil.NewChunkedReader(br), nil
