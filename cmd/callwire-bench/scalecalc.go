@@ -73,7 +73,8 @@ func settled(samples []serverGauges) (serverGauges, error) {
 // memory of the Redis server behind it (0 with the in-process broker), and the CPU it spent
 // per second while holding them (heartbeats and the key's re-check at each).
 type streamLevel struct {
-	Streams       int          `json:"streams"`
+	Streams       int          `json:"streams"` // held, by the server's own count
+	Opened        int          `json:"opened"`  // opened by the bench, some of which may have ended`
 	Server        serverGauges `json:"server"`
 	RedisRSS      float64      `json:"redisRssBytes,omitempty"`
 	ServerCores   float64      `json:"serverCores"`
