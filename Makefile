@@ -68,10 +68,10 @@ fuzz:
 	  done; \
 	done
 
-# Regenerate the translator protocol's Go code from plugins/internal/proto/translator.proto.
+# Regenerate the translator protocol's Go code from sdk/translator/wire/translator.proto.
 # The code generators are the versions pinned in go.mod's tool block; protoc is Debian's
 # protobuf-compiler package, and its version is checked because it is written into the output.
-PROTO_DIR      := plugins/internal/proto
+PROTO_DIR      := sdk/translator/wire
 PROTOC         ?= protoc
 PROTOC_VERSION := 3.21.12
 proto:

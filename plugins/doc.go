@@ -1,59 +1,9 @@
-// Package plugins is the protocol between the callwire agent and its translators, and the host
-// that runs them: a handshake with a protocol version, gRPC adapters over hashicorp/go-plugin,
-// and the launching, supervision and shutdown of translator processes.
-//
-// A translator author sees only plain Go: implement Translator, call Serve from main. The agent
-// sees a Host that runs translators as child processes and hands every event they emit to a Sink.
-// The wire types are internal.
-//
-// # Writing a translator
-//
-// A translator is an executable named callwire-translator-<name> whose main calls Serve:
-//
-//	package main
-//
-//	import (
-//		"context"
-//		"encoding/json"
-//		"log/slog"
-//		"time"
-//
-//		"github.com/callwire/callwire/plugins"
-//		"github.com/callwire/callwire/sdk/event"
-//	)
-//
-//	type pbx struct{}
-//
-//	func (pbx) Run(ctx context.Context, config json.RawMessage, out plugins.Emitter) error {
-//		var cfg struct{ Trunk string }
-//		if err := json.Unmarshal(config, &cfg); err != nil {
-//			return err
-//		}
-//		slog.Info("listening", "trunk", cfg.Trunk) // forwarded into the agent's log
-//		e := event.New(event.CallReceived, "call-1", time.Now(), event.Call{
-//			Direction: event.Inbound, From: event.E164("+442071234567"), To: event.E164("+442071234500"),
-//		})
-//		if err := out.Emit(ctx, e); err != nil { // returns once the agent has stored e
-//			return err
-//		}
-//		<-ctx.Done() // run until the agent stops the translator
-//		return nil
-//	}
-//
-//	func main() { plugins.Serve(pbx{}) }
-//
-// The agent launches it with the handshake, passes its configuration to Run, and restarts it with
-// backoff if it crashes or returns. A translator logs through log/slog's default logger and never
-// writes to stdout.
-//
-// # The protocol
-//
-// Translators speak hashicorp/go-plugin over gRPC: the host sets the environment variable
-// MagicCookieKey to MagicCookieValue and offers ProtocolVersion; the translator answers on stdout
-// with go-plugin's handshake line and serves the callwire.plugins.v1.Translator service. Events
-// cross the wire as canonical JSON (what event.Event marshals to), each acknowledged by the host
-// once its Sink has accepted or refused it. A translator in another language implements the same
-// handshake and service.
+// Package plugins is the agent's side of the translator protocol: a Host that launches
+// translators as child processes over hashicorp/go-plugin, hands every event they emit to a Sink,
+// restarts them with backoff when they end, asks them for their health, and stops them all on
+// shutdown. The protocol itself (the generated gRPC code, the handshake) is package
+// sdk/translator/wire, and what a translator's author writes against is package sdk/translator,
+// both in the SDK's module.
 //
 // # Built-in translators
 //
@@ -64,54 +14,9 @@ package plugins
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/callwire/callwire/sdk/event"
 )
-
-// ProtocolVersion is the version of the agent–translator protocol. A translator built for another
-// version is refused at the handshake with a message naming both.
-const ProtocolVersion = 1
-
-// Translator turns one phone system's traffic into canonical events.
-type Translator interface {
-	// Run translates until ctx ends, handing each event to out. config is the translator's own
-	// block from the agent's configuration, as JSON (an empty object when none was given).
-	// Returning ends the translator; a non-nil error is logged by the agent, which restarts the
-	// translator with backoff. The error's text reaches the agent with every run of bytes that
-	// is not UTF-8 replaced by U+FFFD. Run must not write to stdout: its logs go through the
-	// standard library's log/slog default logger (or stderr), which the agent forwards.
-	Run(ctx context.Context, config json.RawMessage, out Emitter) error
-}
-
-// Emitter hands events to the agent.
-type Emitter interface {
-	// Emit returns nil once the agent has stored e durably: from then on the agent delivers it,
-	// even if the translator or the agent dies. An error means the event was not taken (it was
-	// invalid, or the agent is shutting down or its outbox is full); the translator decides
-	// whether to retry it. The one exception: when ctx ends or the agent goes away before it
-	// answers, Emit cannot know whether the event was taken, and its error says so; emitting the
-	// event again is safe, because the core deduplicates it.
-	Emit(ctx context.Context, e event.Event) error
-}
-
-// JSONEmitter is implemented by the Emitter a translator's Run is given, for a translator that
-// encodes its events itself: to reuse its buffers, or to write them with
-// event.Event.AppendJSONTrustingRaw when it wrote their raw in canonical form.
-type JSONEmitter interface {
-	// EmitJSON is Emit for an event already encoded: data must be the event's canonical JSON,
-	// the bytes its AppendJSON writes. It answers as Emit does (the agent checks data as it
-	// checks any event) and does not keep data after it returns.
-	EmitJSON(ctx context.Context, data []byte) error
-}
-
-// HealthChecker may be implemented by a Translator to report its health, for example whether it
-// still hears from its phone system. The agent asks periodically and logs and exports the answer.
-type HealthChecker interface {
-	// Health returns nil when the translator is healthy, or why it is not; that text reaches the
-	// agent with every run of bytes that is not UTF-8 replaced by U+FFFD.
-	Health(ctx context.Context) error
-}
 
 // Sink is where a Host hands the events its translators emit.
 type Sink interface {

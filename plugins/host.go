@@ -15,8 +15,8 @@ import (
 
 	plugin "github.com/hashicorp/go-plugin"
 
-	pb "github.com/callwire/callwire/plugins/internal/proto"
 	"github.com/callwire/callwire/sdk/event"
+	pb "github.com/callwire/callwire/sdk/translator/wire"
 )
 
 // TranslatorSpec says how to run one translator.
@@ -311,8 +311,8 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
 	setProcAttr(cmd)
 	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  handshake(),
-		Plugins:          pluginSet(nil),
+		HandshakeConfig:  pb.Handshake(),
+		Plugins:          pb.Plugins(nil),
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           newHostLogger(ctx, log),
@@ -329,7 +329,7 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 	if err != nil {
 		return startError(spec.Command[0], err)
 	}
-	raw, err := rpc.Dispense(pluginName)
+	raw, err := rpc.Dispense(pb.PluginName)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -356,7 +356,7 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 	send := func(m *pb.HostMessage) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
-		return stream.Send(validUTF8(m))
+		return stream.Send(pb.ValidUTF8(m))
 	}
 	config := spec.Config
 	if len(config) == 0 {
@@ -509,7 +509,7 @@ func startError(path string, err error) error {
 	text := err.Error()
 	switch {
 	case strings.Contains(text, "incompatible API version"):
-		return fmt.Errorf("handshake: translator speaks another protocol version than this agent's %d: %w", ProtocolVersion, err)
+		return fmt.Errorf("handshake: translator speaks another protocol version than this agent's %d: %w", pb.ProtocolVersion, err)
 	case strings.Contains(text, "Unrecognized remote plugin message"), strings.Contains(text, "exited before we could connect"):
 		lines := strings.Split(strings.TrimSpace(text), "\n")
 		first := strings.TrimSpace(lines[0])
@@ -517,7 +517,7 @@ func startError(path string, err error) error {
 			first += " " + strings.TrimSpace(lines[1])
 		}
 		return &wrapped{
-			msg: fmt.Sprintf("start: %s did not answer the translator handshake (is it a callwire translator, serving with plugins.Serve?): %s", path, first),
+			msg: fmt.Sprintf("start: %s did not answer the translator handshake (is it a callwire translator, serving with translator.Serve?): %s", path, first),
 			err: err,
 		}
 	}

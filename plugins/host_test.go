@@ -21,6 +21,7 @@ import (
 
 	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
 )
 
 // translatorBin is the test translator (plugins/internal/testtranslator), built by TestMain.
@@ -793,7 +794,7 @@ func TestBuiltins(t *testing.T) {
 	if got := plugins.ExternalCommand("acme"); len(got) != 1 || got[0] != "callwire-translator-acme" {
 		t.Errorf("ExternalCommand = %q", got)
 	}
-	err = plugins.ServeBuiltin("pbx", map[string]plugins.Translator{"sip": nil, "acme": nil})
+	err = plugins.ServeBuiltin("pbx", map[string]translator.Translator{"sip": nil, "acme": nil})
 	if err == nil || !strings.Contains(err.Error(), `no built-in translator "pbx" (built in: acme, sip)`) {
 		t.Errorf("ServeBuiltin of an unknown name: %v", err)
 	}

@@ -161,8 +161,8 @@ func contextSwitches() uint64 {
 }
 
 // countingEmitter takes every event at once and counts it, as an agent with a fast outbox would.
-// Like the agent's emitter (plugins' streamEmitter), it is a plugins.JSONEmitter: the sip
-// translator then encodes each event itself, and that encoding is counted in the translating
+// Like the emitter translator.Serve gives a translator's Run, it is a translator.JSONEmitter: the
+// sip translator then encodes each event itself, and that encoding is counted in the translating
 // proxy's cost; the write to the agent's socket is not.
 type countingEmitter struct {
 	n    atomic.Uint64

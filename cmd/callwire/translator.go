@@ -15,6 +15,7 @@ import (
 
 	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/plugins/agent"
+	"github.com/callwire/callwire/sdk/translator"
 	"github.com/callwire/callwire/translators/asterisk"
 	"github.com/callwire/callwire/translators/ringcentral"
 	"github.com/callwire/callwire/translators/sip"
@@ -23,7 +24,7 @@ import (
 // builtin is a translator built into this binary.
 type builtin struct {
 	about string
-	new   func() plugins.Translator
+	new   func() translator.Translator
 	// check reports every problem with a configuration block, and reads the secrets it names
 	// and checks the addresses it listens on (the translator runs on this machine, as this
 	// user, with this environment), so that the agent refuses it at start rather than
@@ -37,14 +38,14 @@ type builtin struct {
 // as `builtin:`.
 func builtins() map[string]builtin {
 	return map[string]builtin{
-		asterisk.Name: {"Asterisk AMI: calls from the Asterisk Manager Interface; see docs/asterisk.md", func() plugins.Translator { return asterisk.New() },
+		asterisk.Name: {"Asterisk AMI: calls from the Asterisk Manager Interface; see docs/asterisk.md", func() translator.Translator { return asterisk.New() },
 			checkWith(asterisk.ParseConfig, func(c asterisk.Config) error { _, err := c.ReadSecret(os.Getenv); return err }, nil)},
-		sip.Name: {"SIP observer: a record-routing proxy or a HEPv3 tap; see docs/sip-observer.md", func() plugins.Translator { return sip.New() },
+		sip.Name: {"SIP observer: a record-routing proxy or a HEPv3 tap; see docs/sip-observer.md", func() translator.Translator { return sip.New() },
 			checkWith(sip.ParseConfig, func(c sip.Config) error {
 				_, err := c.ReadHEPPassword()
 				return errors.Join(err, c.CheckListeners(net.InterfaceAddrs))
 			}, nil)},
-		ringcentral.Name: {"RingCentral: live telephony-session notifications and the call log; see docs/ringcentral.md", func() plugins.Translator { return ringcentral.New() },
+		ringcentral.Name: {"RingCentral: live telephony-session notifications and the call log; see docs/ringcentral.md", func() translator.Translator { return ringcentral.New() },
 			checkWith(ringcentral.ParseConfig, func(c ringcentral.Config) error { _, err := c.LoadSecrets(); return err },
 				func(c ringcentral.Config) map[string]string { return map[string]string{"cursor_file": c.CursorFile} })},
 	}
@@ -87,7 +88,7 @@ func newTranslator() *cobra.Command {
 				}
 				return nil
 			}
-			serve := make(map[string]plugins.Translator, len(all))
+			serve := make(map[string]translator.Translator, len(all))
 			for name, b := range all {
 				serve[name] = b.new()
 			}

@@ -28,8 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
 )
 
 // config is the translator's block in agent.yaml.
@@ -40,13 +40,13 @@ type config struct {
 	Poll     string `json:"poll"`     // how often to look for new lines; default 500ms
 }
 
-// translator tails one call log; path is the log being read, for Health.
-type translator struct {
+// csvLog tails one call log; path is the log being read, for Health.
+type csvLog struct {
 	path atomic.Pointer[string]
 }
 
-// Health tells the agent whether the call log can be read (plugins.HealthChecker).
-func (t *translator) Health(context.Context) error {
+// Health tells the agent whether the call log can be read (translator.HealthChecker).
+func (t *csvLog) Health(context.Context) error {
 	if p := t.path.Load(); p != nil {
 		if _, err := os.Stat(*p); err != nil {
 			return fmt.Errorf("the call log: %w", err)
@@ -55,8 +55,8 @@ func (t *translator) Health(context.Context) error {
 	return nil
 }
 
-// Run tails the call log until the agent stops the translator (plugins.Translator).
-func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.Emitter) error {
+// Run tails the call log until the agent stops the translator (translator.Translator).
+func (t *csvLog) Run(ctx context.Context, raw json.RawMessage, out translator.Emitter) error {
 	cfg := config{Provider: "csvlog", Poll: "500ms"}
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -88,7 +88,7 @@ func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.E
 
 // follow emits every complete line after offset and returns the offset after the last line the
 // agent took. A line counts as read only once Emit returned nil.
-func follow(ctx context.Context, cfg config, offset int64, poll time.Duration, out plugins.Emitter) (int64, error) {
+func follow(ctx context.Context, cfg config, offset int64, poll time.Duration, out translator.Emitter) (int64, error) {
 	f, err := os.Open(cfg.Path)
 	if err != nil {
 		return offset, nil // not there yet: look again later
@@ -121,10 +121,10 @@ func follow(ctx context.Context, cfg config, offset int64, poll time.Duration, o
 
 // emit hands e to the agent, waiting while its outbox is full. It returns nil once the agent took
 // e, or refused it as invalid (logged: retrying cannot help).
-func emit(ctx context.Context, out plugins.Emitter, e event.Event, poll time.Duration) error {
+func emit(ctx context.Context, out translator.Emitter, e event.Event, poll time.Duration) error {
 	for {
 		err := out.Emit(ctx, e)
-		var refused *plugins.RefusedError
+		var refused *translator.RefusedError
 		switch _, invalid := event.AsValidationError(err); {
 		case err == nil:
 			return nil
@@ -238,4 +238,4 @@ func saveOffset(path string, offset int64) error {
 	return nil
 }
 
-func main() { plugins.Serve(&translator{}) }
+func main() { translator.Serve(&csvLog{}) }

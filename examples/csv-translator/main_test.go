@@ -13,9 +13,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
-	"github.com/callwire/callwire/plugins/translatortest"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
+	"github.com/callwire/callwire/sdk/translator/translatortest"
 )
 
 // fakeEmitter is an in-memory agent: it validates each event the way the agent does and keeps
@@ -69,12 +69,12 @@ func (f *fakeEmitter) waitFor(t *testing.T, want int) []string {
 }
 
 // run starts the translator on cfg and returns a function that stops it and returns Run's error.
-func run(t *testing.T, cfg config, out plugins.Emitter) func() error {
+func run(t *testing.T, cfg config, out translator.Emitter) func() error {
 	t.Helper()
 	raw, _ := json.Marshal(cfg)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- (&translator{}).Run(ctx, raw, out) }()
+	go func() { done <- (&csvLog{}).Run(ctx, raw, out) }()
 	return func() error {
 		cancel()
 		select {
@@ -201,7 +201,7 @@ func TestEmitFailures(t *testing.T) {
 			switch {
 			case e.Sequence == 1 && full > 0:
 				full--
-				return &plugins.RefusedError{Reason: "outbox is full"}
+				return &translator.RefusedError{Reason: "outbox is full"}
 			case e.Sequence == 2:
 				return &event.ValidationError{Problems: []event.Problem{{Field: "call", Message: "stricter agent"}}}
 			case e.Sequence == 4:
@@ -210,7 +210,7 @@ func TestEmitFailures(t *testing.T) {
 			return nil
 		}}
 		raw, _ := json.Marshal(cfg)
-		err := (&translator{}).Run(t.Context(), raw, out)
+		err := (&csvLog{}).Run(t.Context(), raw, out)
 		if err == nil || !strings.Contains(err.Error(), "connection reset") {
 			t.Fatalf("Run = %v, want the emit error", err)
 		}
@@ -231,14 +231,14 @@ func TestEmitFailures(t *testing.T) {
 
 func TestBadConfig(t *testing.T) {
 	for _, raw := range []string{`{}`, `{"path":"x","poll":"soon"}`, `{"path":"x","poll":"-1s"}`, `[]`} {
-		if err := (&translator{}).Run(t.Context(), json.RawMessage(raw), &fakeEmitter{}); err == nil {
+		if err := (&csvLog{}).Run(t.Context(), json.RawMessage(raw), &fakeEmitter{}); err == nil {
 			t.Errorf("config %s: Run succeeded", raw)
 		}
 	}
 }
 
 func TestHealth(t *testing.T) {
-	tr := &translator{}
+	tr := &csvLog{}
 	if err := tr.Health(t.Context()); err != nil {
 		t.Errorf("before Run: %v", err)
 	}
@@ -279,7 +279,7 @@ func TestContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := translatortest.Check(t, &translator{}, translatortest.Options{Config: raw, Want: 3, RefuseFirst: true})
+	events := translatortest.Check(t, &csvLog{}, translatortest.Options{Config: raw, Want: 3, RefuseFirst: true})
 	if len(events) != 3 || events[0].Type != event.CallReceived || events[2].Type != event.CallEnded {
 		t.Errorf("events %+v", events)
 	}

@@ -33,8 +33,8 @@ import (
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
-	"github.com/callwire/callwire/internal/filelock"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/filelock"
 )
 
 // Defaults for Options.

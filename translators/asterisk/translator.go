@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
 	"github.com/callwire/callwire/translators/asterisk/ami"
 	"github.com/callwire/callwire/translators/numbering"
 )
@@ -25,7 +25,7 @@ const statsEvery = time.Minute
 // actionTimeout bounds the login and the CoreShowChannels list.
 const actionTimeout = 30 * time.Second
 
-// Translator is the Asterisk AMI translator as a plugins.Translator. The zero value is ready to
+// Translator is the Asterisk AMI translator as a translator.Translator. The zero value is ready to
 // use; each Run reads its configuration afresh.
 type Translator struct {
 	// Logger receives the translator's log lines; nil means slog.Default().
@@ -42,11 +42,11 @@ type Translator struct {
 // New returns the Asterisk translator.
 func New() *Translator { return &Translator{} }
 
-// Run implements plugins.Translator: it validates config (reporting every problem at once),
+// Run implements translator.Translator: it validates config (reporting every problem at once),
 // then connects to the manager, logs in and translates its events until ctx ends, reconnecting
 // with backoff whenever the connection is lost. After every login it rebuilds its view of the
 // calls in progress from CoreShowChannels.
-func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugins.Emitter) error {
+func (t *Translator) Run(ctx context.Context, config json.RawMessage, out translator.Emitter) error {
 	log := t.Logger
 	if log == nil {
 		log = slog.Default()
@@ -112,7 +112,7 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	}
 }
 
-// Health implements plugins.HealthChecker: it reports the manager connection being down.
+// Health implements translator.HealthChecker: it reports the manager connection being down.
 func (t *Translator) Health(context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -129,7 +129,7 @@ func (t *Translator) setHealth(err error) {
 type session struct {
 	log     *slog.Logger
 	now     func() time.Time
-	out     plugins.Emitter
+	out     translator.Emitter
 	tracker *Tracker
 	dial    ami.Config
 	cred    ami.Credentials

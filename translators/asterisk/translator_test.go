@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
-	"github.com/callwire/callwire/plugins/translatortest"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
+	"github.com/callwire/callwire/sdk/translator/translatortest"
 	"github.com/callwire/callwire/translators/asterisk/ami"
 	"github.com/callwire/callwire/translators/asterisk/ami/amitest"
 )
@@ -122,7 +122,7 @@ func configFor(addr string) json.RawMessage {
 }
 
 // start runs a translator against srv until the test ends.
-func start(t *testing.T, srv *amitest.Server, out plugins.Emitter) (stop func() error) {
+func start(t *testing.T, srv *amitest.Server, out translator.Emitter) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	tr := &Translator{Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return epoch }}

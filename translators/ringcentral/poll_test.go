@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callwire/callwire/internal/filelock"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/filelock"
 )
 
 // core stands for the core's store of one clinic's events, as the ingestion spec describes it:

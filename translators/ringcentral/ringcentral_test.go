@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callwire/callwire/plugins/translatortest"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator/translatortest"
 	"github.com/callwire/callwire/translators/numbering"
 )
 

@@ -10,16 +10,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/callwire/callwire/internal/filelock"
-	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/filelock"
+	"github.com/callwire/callwire/sdk/translator"
 	"github.com/callwire/callwire/translators/numbering"
 )
 
 // Name is the translator's name: `builtin: ringcentral` in the agent's configuration.
 const Name = "ringcentral"
 
-// Translator is the RingCentral translator as a plugins.Translator. The zero value is ready to
+// Translator is the RingCentral translator as a translator.Translator. The zero value is ready to
 // use; each Run reads its configuration afresh.
 type Translator struct {
 	// Logger receives the translator's log lines; nil means slog.Default().
@@ -36,11 +36,11 @@ type Translator struct {
 // New returns the RingCentral translator.
 func New() *Translator { return &Translator{} }
 
-// Run implements plugins.Translator: it validates config (reporting every problem at once),
+// Run implements translator.Translator: it validates config (reporting every problem at once),
 // signs in, and runs the live path (WebSocket notifications) and the call-log poll until ctx
 // ends. Bad credentials or a missing permission end Run with an error the agent logs; network
 // failures and rate limits are waited out.
-func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugins.Emitter) error {
+func (t *Translator) Run(ctx context.Context, config json.RawMessage, out translator.Emitter) error {
 	log := t.Logger
 	if log == nil {
 		log = slog.Default()
@@ -139,7 +139,7 @@ func (t *Translator) pollLoop(ctx context.Context, p *poller, interval time.Dura
 	}
 }
 
-// Health implements plugins.HealthChecker: it reports unhealthy while the live path or the
+// Health implements translator.HealthChecker: it reports unhealthy while the live path or the
 // call-log poll is failing, with the last failure of each that is (the live path's until its
 // subscription is in place again, the poll's until a poll succeeds), and nil when neither is.
 func (t *Translator) Health(context.Context) error {
@@ -183,7 +183,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // emitter hands events to the agent, retrying with backoff what it could not take.
 type emitter struct {
-	out plugins.Emitter
+	out translator.Emitter
 	log *slog.Logger
 }
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
 	"github.com/callwire/callwire/translators/sip/internal/siptest"
 )
 
@@ -27,7 +27,7 @@ func (c *collector) Emit(_ context.Context, e event.Event) error {
 	defer c.mu.Unlock()
 	if c.refuse {
 		c.refused++
-		return &plugins.RefusedError{Reason: "outbox full"}
+		return &translator.RefusedError{Reason: "outbox full"}
 	}
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("event refused as invalid: %w", err)
@@ -58,7 +58,7 @@ func scenario(t *testing.T, flow, side string) string {
 // its target set to the proxy, and a function that stops the translator and waits for it. The
 // proxy and the two sides take their ports from [first, first+99], out of the kernel's ephemeral
 // range, so that no other test's outgoing connection can hold one of them.
-func runProxy(t *testing.T, first int, pair siptest.Pair, out plugins.Emitter) (siptest.Pair, func()) {
+func runProxy(t *testing.T, first int, pair siptest.Pair, out translator.Emitter) (siptest.Pair, func()) {
 	t.Helper()
 	ports, err := siptest.NewPorts(first, first+99)
 	if err != nil {

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
 	"github.com/callwire/callwire/translators/sip/callmodel"
 )
 
@@ -33,7 +33,7 @@ type pipelineStats struct {
 type pipeline struct {
 	in     chan callmodel.Message
 	model  model
-	out    plugins.Emitter
+	out    translator.Emitter
 	log    *slog.Logger
 	now    func() time.Time
 	shards []chan event.Event
@@ -61,7 +61,7 @@ const emitShards = 8
 // message queue before it fills, and drops) rather than the events being dropped.
 const shardQueue = 4096
 
-func newPipeline(queue int, m model, out plugins.Emitter, log *slog.Logger, now func() time.Time) *pipeline {
+func newPipeline(queue int, m model, out translator.Emitter, log *slog.Logger, now func() time.Time) *pipeline {
 	p := &pipeline{in: make(chan callmodel.Message, queue), model: m, out: out, log: log, now: now}
 	for range emitShards {
 		p.shards = append(p.shards, make(chan event.Event, shardQueue))
@@ -257,11 +257,11 @@ func shardOf(callID string, n int) int {
 
 // emitLoop emits a shard's events one by one, retrying an event the agent could not take with
 // backoff. An event refused as invalid is logged and skipped: it can never be taken. When the
-// emitter takes encoded events (plugins.JSONEmitter, as the agent's does), the loop encodes each
+// emitter takes encoded events (translator.JSONEmitter, as the agent's does), the loop encodes each
 // event once, into a buffer of its own that it reuses, trusting the raw the call model wrote in
 // canonical form.
 func (p *pipeline) emitLoop(ctx context.Context, events <-chan event.Event) {
-	enc, _ := p.out.(plugins.JSONEmitter)
+	enc, _ := p.out.(translator.JSONEmitter)
 	var buf []byte
 	for e := range events {
 		var data []byte

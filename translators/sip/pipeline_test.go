@@ -14,8 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
 	"github.com/callwire/callwire/translators/sip/callmodel"
 )
 
@@ -126,11 +126,11 @@ func testPipelineOrdersEachCallAndExpires(t *testing.T, encoded bool) {
 	synctest.Test(t, func(t *testing.T) {
 		em := &fakeEmitter{refuse: func(try int, _ event.Event) error {
 			if try%3 == 0 { // every third attempt: the outbox is full
-				return &plugins.RefusedError{Reason: "outbox full"}
+				return &translator.RefusedError{Reason: "outbox full"}
 			}
 			return nil
 		}}
-		var out plugins.Emitter = em
+		var out translator.Emitter = em
 		jem := &fakeJSONEmitter{fakeEmitter: em}
 		if encoded {
 			out = jem

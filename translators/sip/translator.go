@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
 	"github.com/callwire/callwire/translators/netaddr"
 	"github.com/callwire/callwire/translators/numbering"
 	"github.com/callwire/callwire/translators/sip/callmodel"
@@ -29,7 +29,7 @@ const drainTime = 3 * time.Second
 // statsEvery is how often the translator logs its counters, when they changed.
 const statsEvery = time.Minute
 
-// Translator is the SIP observer as a plugins.Translator. The zero value is ready to use; each
+// Translator is the SIP observer as a translator.Translator. The zero value is ready to use; each
 // Run reads its configuration afresh.
 type Translator struct {
 	// Logger receives the translator's log lines; nil means slog.Default().
@@ -49,11 +49,11 @@ type runner interface {
 	Run(ctx context.Context) error
 }
 
-// Run implements plugins.Translator: it validates config (reporting every problem at once),
+// Run implements translator.Translator: it validates config (reporting every problem at once),
 // resolves the PBX and trunk addresses (waiting, reported unhealthy, while a name does not
 // resolve), and runs the configured mode until ctx ends. A mode that cannot listen ends Run with
 // an error, and the agent restarts the translator with backoff.
-func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugins.Emitter) error {
+func (t *Translator) Run(ctx context.Context, config json.RawMessage, out translator.Emitter) error {
 	log := t.Logger
 	if log == nil {
 		log = slog.Default()
@@ -130,7 +130,7 @@ func (t *Translator) Run(ctx context.Context, config json.RawMessage, out plugin
 	return nil
 }
 
-// Health implements plugins.HealthChecker: it reports a mode that stopped with an error, and SIP
+// Health implements translator.HealthChecker: it reports a mode that stopped with an error, and SIP
 // messages dropped since the previous call because the translation queue was full (the calls
 // went on; their events may be incomplete).
 func (t *Translator) Health(context.Context) error {

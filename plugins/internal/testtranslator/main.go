@@ -21,8 +21,9 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
+	"github.com/callwire/callwire/sdk/translator/wire"
 )
 
 // config is the translator's configuration. The texts of fail and unhealthy are read with Go's
@@ -44,7 +45,7 @@ type config struct {
 	RawBad     []int    `json:"rawBad"`     // sequences emitted with a raw record that is not UTF-8
 }
 
-type translator struct {
+type testTranslator struct {
 	hang       bool          // Health never answers
 	connecting atomic.Value  // string; reported before unhealthy, and not as ill
 	unhealthy  atomic.Value  // string
@@ -52,7 +53,7 @@ type translator struct {
 	illOnce    sync.Once
 }
 
-func (t *translator) Health(ctx context.Context) error {
+func (t *testTranslator) Health(ctx context.Context) error {
 	if t.hang {
 		<-ctx.Done()
 		return ctx.Err()
@@ -75,7 +76,7 @@ func unescape(s string) string {
 	return s
 }
 
-func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.Emitter) error {
+func (t *testTranslator) Run(ctx context.Context, raw json.RawMessage, out translator.Emitter) error {
 	var cfg config
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -135,7 +136,7 @@ func (t *translator) Run(ctx context.Context, raw json.RawMessage, out plugins.E
 	return ctx.Err()
 }
 
-func emit(ctx context.Context, out plugins.Emitter, cfg config, seq int) error {
+func emit(ctx context.Context, out translator.Emitter, cfg config, seq int) error {
 	e := event.New(event.CallReceived, cfg.CallID, time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC), event.Call{
 		Direction: event.Inbound,
 		From:      event.E164("+442071234567"),
@@ -159,7 +160,7 @@ func emit(ctx context.Context, out plugins.Emitter, cfg config, seq int) error {
 	case invalid:
 		slog.Warn("emit refused as invalid", "seq", seq, "field", ve.Problems[0].Field, "problem", ve.Problems[0].Message)
 	default:
-		var refused *plugins.RefusedError
+		var refused *translator.RefusedError
 		slog.Warn("emit failed", "seq", seq, "error", err.Error(), "refused", errors.As(err, &refused))
 	}
 	return err
@@ -174,20 +175,20 @@ func (nothing) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn)
 }
 
 func main() {
-	protocol := flag.Int("protocol", plugins.ProtocolVersion, "protocol version to answer the handshake with")
+	protocol := flag.Int("protocol", wire.ProtocolVersion, "protocol version to answer the handshake with")
 	hang := flag.Bool("hang-health", false, "never answer a health check")
 	flag.Parse()
-	if *protocol != plugins.ProtocolVersion {
+	if *protocol != wire.ProtocolVersion {
 		plugin.Serve(&plugin.ServeConfig{
 			HandshakeConfig: plugin.HandshakeConfig{
 				ProtocolVersion:  uint(*protocol),
-				MagicCookieKey:   plugins.MagicCookieKey,
-				MagicCookieValue: plugins.MagicCookieValue,
+				MagicCookieKey:   wire.MagicCookieKey,
+				MagicCookieValue: wire.MagicCookieValue,
 			},
 			Plugins:    plugin.PluginSet{"translator" + strconv.Itoa(*protocol): nothing{}},
 			GRPCServer: plugin.DefaultGRPCServer,
 		})
 		return
 	}
-	plugins.Serve(&translator{hang: *hang, ill: make(chan struct{})})
+	translator.Serve(&testTranslator{hang: *hang, ill: make(chan struct{})})
 }

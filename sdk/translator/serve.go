@@ -1,4 +1,4 @@
-package plugins
+package translator
 
 import (
 	"context"
@@ -6,27 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
-	"strings"
 	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
 
-	pb "github.com/callwire/callwire/plugins/internal/proto"
 	"github.com/callwire/callwire/sdk/event"
+	pb "github.com/callwire/callwire/sdk/translator/wire"
 )
-
-// BuiltinSubcommand is the hidden subcommand of the callwire binary that serves a built-in
-// translator: `callwire translator <name>`. BuiltinCommand builds it; the binary's command line
-// handles it by calling ServeBuiltin.
-const BuiltinSubcommand = "translator"
-
-// ExecutablePrefix starts the file name of every third-party translator:
-// callwire-translator-<name>.
-const ExecutablePrefix = "callwire-translator-"
 
 // Serve runs t as a translator process; it is the one call a translator's main makes. It answers
 // the host's handshake, runs t each time the host asks, and returns when the host ends the
@@ -38,7 +26,7 @@ const ExecutablePrefix = "callwire-translator-"
 // process with status 1.
 func Serve(t Translator) {
 	if t == nil {
-		fmt.Fprintln(os.Stderr, "plugins.Serve: nil translator")
+		fmt.Fprintln(os.Stderr, "translator.Serve: nil translator")
 		os.Exit(1)
 	}
 	// go-plugin replaces os.Stderr with a pipe once the handshake is done; the log lines must go
@@ -46,8 +34,8 @@ func Serve(t Translator) {
 	stderr := os.Stderr
 	slog.SetDefault(slog.New(newPluginLogHandler(stderr)))
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: handshake(),
-		Plugins:         pluginSet(t),
+		HandshakeConfig: pb.Handshake(),
+		Plugins:         pb.Plugins(&server{impl: t}),
 		GRPCServer:      plugin.DefaultGRPCServer,
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name:       "plugin",
@@ -56,39 +44,6 @@ func Serve(t Translator) {
 			JSONFormat: true,
 		}),
 	})
-}
-
-// ServeBuiltin serves the built-in translator called name, taken from builtins, the way Serve
-// does. The callwire binary calls it for `callwire translator <name>`. It returns an error, before
-// serving anything, when builtins has no translator by that name.
-func ServeBuiltin(name string, builtins map[string]Translator) error {
-	t, ok := builtins[name]
-	if !ok || t == nil {
-		names := strings.Join(slices.Sorted(maps.Keys(builtins)), ", ")
-		if names == "" {
-			names = "none"
-		}
-		return fmt.Errorf("no built-in translator %q (built in: %s)", name, names)
-	}
-	Serve(t)
-	return nil
-}
-
-// BuiltinCommand returns the command that launches the built-in translator called name: this
-// executable, re-executed as `<executable> translator <name>`. Use it as TranslatorSpec.Command.
-func BuiltinCommand(name string) ([]string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("built-in translator %q: find this executable: %w", name, err)
-	}
-	return []string{exe, BuiltinSubcommand, name}, nil
-}
-
-// ExternalCommand returns the command that launches the third-party translator called name:
-// the executable callwire-translator-<name>, looked up on PATH each time it is launched (so a
-// translator installed after the agent started is found on its next restart).
-func ExternalCommand(name string) []string {
-	return []string{ExecutablePrefix + name}
 }
 
 // server is the gRPC service in the translator process.
@@ -109,7 +64,7 @@ func (s *server) Health(ctx context.Context, _ *pb.HealthRequest) (*pb.HealthRes
 			resp.Error = "unhealthy"
 		}
 	}
-	return validUTF8(resp), nil
+	return pb.ValidUTF8(resp), nil
 }
 
 func (s *server) Run(stream pb.Translator_RunServer) error {
@@ -210,7 +165,7 @@ func ackError(a *pb.Ack) error {
 func (em *streamEmitter) send(m *pb.TranslatorMessage) error {
 	em.sendMu.Lock()
 	defer em.sendMu.Unlock()
-	return em.stream.Send(validUTF8(m))
+	return em.stream.Send(pb.ValidUTF8(m))
 }
 
 // Emit implements Emitter.

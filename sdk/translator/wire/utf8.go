@@ -1,4 +1,4 @@
-package plugins
+package wire
 
 import (
 	"strings"
@@ -12,13 +12,13 @@ import (
 // protocol.
 const replacementChar = "\uFFFD"
 
-// validUTF8 makes every string field of m, at any depth, valid UTF-8, replacing each invalid run
+// ValidUTF8 makes every string field of m, at any depth, valid UTF-8, replacing each invalid run
 // of bytes with U+FFFD, and returns m. proto3 strings must be UTF-8: a message holding anything
 // else cannot be marshalled, and gRPC then ends the whole Run stream, so that one translator's
 // error text (or a sink's) would cost the run and hide the text itself. Both sides call it on
 // every message just before sending it, so a string field added to the protocol later is covered
 // too. Bytes fields (the configuration, the event JSON) are left as they are.
-func validUTF8[M proto.Message](m M) M {
+func ValidUTF8[M proto.Message](m M) M {
 	fixMessage(m.ProtoReflect())
 	return m
 }

@@ -10,7 +10,7 @@
 //	}
 //
 // Check runs the translator the way the agent does and fails the test when the translator breaks
-// the contract of plugins.Translator and plugins.Emitter.
+// the contract of translator.Translator and translator.Emitter.
 package translatortest
 
 import (
@@ -25,19 +25,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
 )
 
 // refusal is what the check's emitter answers when it refuses an event to see how the
 // translator copes: what the agent answers when its outbox is full.
 func refusal() error {
-	return &plugins.RefusedError{Reason: "outbox full (refused on purpose by translatortest)"}
+	return &translator.RefusedError{Reason: "outbox full (refused on purpose by translatortest)"}
 }
 
 // isRefusal reports whether err is (or wraps) the agent's refusal of an event.
 func isRefusal(err error) bool {
-	var r *plugins.RefusedError
+	var r *translator.RefusedError
 	return errors.As(err, &r)
 }
 
@@ -72,7 +72,7 @@ type Options struct {
 //
 // Check redirects the process's stdout while the translator runs: do not run it in parallel
 // with tests that write to stdout.
-func Check(t testing.TB, tr plugins.Translator, opts Options) []event.Event {
+func Check(t testing.TB, tr translator.Translator, opts Options) []event.Event {
 	t.Helper()
 	if opts.Config == nil {
 		opts.Config = json.RawMessage(`{}`)

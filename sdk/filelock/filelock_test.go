@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/callwire/callwire/internal/filelock"
+	"github.com/callwire/callwire/sdk/filelock"
 )
 
 // TestOneHolder: a second Lock of the same path fails with ErrHeld until the first is closed.

@@ -1,6 +1,6 @@
 // The protocol between the callwire agent (the host) and a translator (the plugin), carried by
 // hashicorp/go-plugin over gRPC. The handshake (magic cookie CALLWIRE_TRANSLATOR and the protocol
-// version) happens before any of this; see package plugins.
+// version) happens before any of this; see package sdk/translator/wire.
 //
 // Events cross the wire as canonical JSON, the same bytes the ingest endpoint takes, so the
 // vocabulary has one definition: package sdk/event.
@@ -18,7 +18,7 @@
 // - protoc             v3.21.12
 // source: translator.proto
 
-package proto
+package wire
 
 import (
 	context "context"

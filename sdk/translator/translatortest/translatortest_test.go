@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callwire/callwire/plugins"
-	"github.com/callwire/callwire/plugins/translatortest"
 	"github.com/callwire/callwire/sdk/event"
+	"github.com/callwire/callwire/sdk/translator"
+	"github.com/callwire/callwire/sdk/translator/translatortest"
 )
 
 // fn is a translator made of a function.
-type fn func(ctx context.Context, out plugins.Emitter) error
+type fn func(ctx context.Context, out translator.Emitter) error
 
-func (f fn) Run(ctx context.Context, _ json.RawMessage, out plugins.Emitter) error {
+func (f fn) Run(ctx context.Context, _ json.RawMessage, out translator.Emitter) error {
 	return f(ctx, out)
 }
 
@@ -29,11 +29,11 @@ func ev(callID string, seq int64, t event.Type) event.Event {
 }
 
 // good emits three events, retrying a refused one, then waits for the end.
-func good(ctx context.Context, out plugins.Emitter) error {
+func good(ctx context.Context, out translator.Emitter) error {
 	for i, t := range []event.Type{event.CallReceived, event.CallAnswered, event.CallEnded} {
 		for {
 			err := out.Emit(ctx, ev("c1", int64(i), t))
-			var refused *plugins.RefusedError
+			var refused *translator.RefusedError
 			if err == nil {
 				break
 			}
@@ -84,23 +84,23 @@ func TestBrokenTranslatorsAreCaught(t *testing.T) {
 		opts translatortest.Options
 		want string
 	}{
-		{"invalid event", func(ctx context.Context, out plugins.Emitter) error {
+		{"invalid event", func(ctx context.Context, out translator.Emitter) error {
 			bad := ev("c1", 0, event.CallReceived)
 			bad.Call.Direction = "sideways"
 			out.Emit(ctx, bad)
 			<-ctx.Done()
 			return nil
 		}, translatortest.Options{Settle: 100 * time.Millisecond}, "invalid event"},
-		{"writes to stdout", func(ctx context.Context, out plugins.Emitter) error {
+		{"writes to stdout", func(ctx context.Context, out translator.Emitter) error {
 			fmt.Println("hello")
 			<-ctx.Done()
 			return nil
 		}, translatortest.Options{Settle: 100 * time.Millisecond}, "stdout"},
-		{"ignores its context", func(ctx context.Context, out plugins.Emitter) error {
+		{"ignores its context", func(ctx context.Context, out translator.Emitter) error {
 			<-released
 			return nil
 		}, translatortest.Options{Settle: 100 * time.Millisecond}, "did not return"},
-		{"same dedupe key, different event", func(ctx context.Context, out plugins.Emitter) error {
+		{"same dedupe key, different event", func(ctx context.Context, out translator.Emitter) error {
 			a, b := ev("c1", 0, event.CallHold), ev("c1", 0, event.CallHold)
 			b.Released = event.Ptr(true)
 			out.Emit(ctx, a)
@@ -108,13 +108,13 @@ func TestBrokenTranslatorsAreCaught(t *testing.T) {
 			<-ctx.Done()
 			return nil
 		}, translatortest.Options{Settle: 100 * time.Millisecond}, "dedupe key"},
-		{"loses a refused event", func(ctx context.Context, out plugins.Emitter) error {
+		{"loses a refused event", func(ctx context.Context, out translator.Emitter) error {
 			out.Emit(ctx, ev("c1", 0, event.CallReceived)) // error ignored: the event is gone
 			out.Emit(ctx, ev("c1", 1, event.CallEnded))
 			<-ctx.Done()
 			return nil
 		}, translatortest.Options{Settle: 100 * time.Millisecond, RefuseFirst: true}, "lost"},
-		{"panics", func(ctx context.Context, out plugins.Emitter) error {
+		{"panics", func(ctx context.Context, out translator.Emitter) error {
 			panic("boom")
 		}, translatortest.Options{Settle: 100 * time.Millisecond}, "panicked"},
 	} {

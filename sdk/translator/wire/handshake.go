@@ -1,13 +1,16 @@
-package plugins
+package wire
 
 import (
 	"context"
+	"errors"
 
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-
-	pb "github.com/callwire/callwire/plugins/internal/proto"
 )
+
+// ProtocolVersion is the version of the agent–translator protocol. A translator built for another
+// version is refused at the handshake with a message naming both.
+const ProtocolVersion = 1
 
 // The handshake's magic cookie: the host sets the environment variable MagicCookieKey to
 // MagicCookieValue when it launches a translator, and a translator refuses to start without it.
@@ -18,10 +21,11 @@ const (
 	MagicCookieValue = "4d1f0b6e2a9c48d7b3e5f7a1c6d2e8b0"
 )
 
-// pluginName is the name the one plugin is dispensed under.
-const pluginName = "translator"
+// PluginName is the name the one plugin is dispensed under.
+const PluginName = "translator"
 
-func handshake() plugin.HandshakeConfig {
+// Handshake returns the go-plugin handshake both sides use: ProtocolVersion and the magic cookie.
+func Handshake() plugin.HandshakeConfig {
 	return plugin.HandshakeConfig{
 		ProtocolVersion:  ProtocolVersion,
 		MagicCookieKey:   MagicCookieKey,
@@ -29,24 +33,28 @@ func handshake() plugin.HandshakeConfig {
 	}
 }
 
-// pluginSet is what both sides register: the translator served over gRPC. impl is nil on the
-// host side.
-func pluginSet(impl Translator) plugin.PluginSet {
-	return plugin.PluginSet{pluginName: &grpcPlugin{impl: impl}}
+// Plugins returns what both sides register with go-plugin: the Translator service over gRPC,
+// under PluginName. In a translator process server is the service it serves; the host passes nil,
+// and dispensing PluginName then gives it a TranslatorClient.
+func Plugins(server TranslatorServer) plugin.PluginSet {
+	return plugin.PluginSet{PluginName: &grpcPlugin{server: server}}
 }
 
 // grpcPlugin is the go-plugin adapter: it registers the server side in the translator process
 // and hands the host a client of the generated service.
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	impl Translator
+	server TranslatorServer
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterTranslatorServer(s, &server{impl: p.impl})
+	if p.server == nil {
+		return errors.New("translator plugin: no server to register")
+	}
+	RegisterTranslatorServer(s, p.server)
 	return nil
 }
 
 func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return pb.NewTranslatorClient(c), nil
+	return NewTranslatorClient(c), nil
 }

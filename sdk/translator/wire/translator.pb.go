@@ -1,6 +1,6 @@
 // The protocol between the callwire agent (the host) and a translator (the plugin), carried by
 // hashicorp/go-plugin over gRPC. The handshake (magic cookie CALLWIRE_TRANSLATOR and the protocol
-// version) happens before any of this; see package plugins.
+// version) happens before any of this; see package sdk/translator/wire.
 //
 // Events cross the wire as canonical JSON, the same bytes the ingest endpoint takes, so the
 // vocabulary has one definition: package sdk/event.
@@ -18,7 +18,7 @@
 // 	protoc        v3.21.12
 // source: translator.proto
 
-package proto
+package wire
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -648,7 +648,7 @@ const file_translator_proto_rawDesc = "" +
 	"\n" +
 	"Translator\x12S\n" +
 	"\x03Run\x12 .callwire.plugins.v1.HostMessage\x1a&.callwire.plugins.v1.TranslatorMessage(\x010\x01\x12Q\n" +
-	"\x06Health\x12\".callwire.plugins.v1.HealthRequest\x1a#.callwire.plugins.v1.HealthResponseB5Z3github.com/callwire/callwire/plugins/internal/protob\x06proto3"
+	"\x06Health\x12\".callwire.plugins.v1.HealthRequest\x1a#.callwire.plugins.v1.HealthResponseB2Z0github.com/callwire/callwire/sdk/translator/wireb\x06proto3"
 
 var (
 	file_translator_proto_rawDescOnce sync.Once
