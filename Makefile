@@ -2,7 +2,14 @@
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/callwire
-PKGS  := ./...
+# Every Go module of the repository, the root first: the server (.), the translator SDK (sdk) and
+# the example translator (examples/csv-translator), each with its own go.mod; see
+# docs/decisions.md, "The SDK is a module of its own". test, vet, tidy-check and fuzz run in each.
+MODULES := $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard 'go.mod' '*/go.mod' 2>/dev/null || find . -name go.mod -not -path './.git/*' | sed 's|^\./||'))
+MODULES := . $(filter-out . go.mod,$(MODULES))
+# each runs its argument, a shell command, in every module and fails if it failed in any.
+each = fail=; for m in $(MODULES); do (cd $$m && $(1)) || fail="$$fail $$m"; done; \
+	if [ -n "$$fail" ]; then echo "failed in:$$fail"; exit 1; fi
 
 .PHONY: run build test cluster-test vet fmt-check tidy-check bench bench-read bench-scale bench-sip fuzz proto clean
 
@@ -15,7 +22,7 @@ build:
 # The whole suite, with the race detector. Tests that need PostgreSQL or Redis run when those
 # answer on localhost (see .ci/services.sh) and skip loudly otherwise.
 test: vet fmt-check tidy-check
-	. .ci/services.sh; $(GO) test -race -count=1 -timeout 12m $(PKGS)
+	@. .ci/services.sh; $(call each,$(GO) test -race -count=1 -timeout 12m ./...)
 
 # The deployment past one machine, under faults: three `callwire serve` replicas behind HAProxy
 # (Debian package haproxy) on a PostgreSQL primary and standby and a six-node Redis Cluster,
@@ -25,11 +32,12 @@ cluster-test:
 	. .ci/services.sh; CALLWIRE_TEST_CLUSTER=1 $(GO) test -race -count=1 -timeout 6m -v -run '^TestCluster$$' ./cmd/callwire/clustertest
 
 vet:
-	$(GO) vet $(PKGS)
+	@$(call each,$(GO) vet ./...)
 
-# go.mod and go.sum say exactly what the code imports: a stale or missing line fails the suite.
+# Each module's go.mod and go.sum say exactly what its code imports: a stale or missing line fails
+# the suite.
 tidy-check:
-	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod or go.sum is not tidy; run 'go mod tidy'. The difference:"; $(GO) mod tidy -diff; exit 1; }
+	@$(call each,$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "$$m: go.mod or go.sum is not tidy; run 'go mod tidy' there. The difference:"; $(GO) mod tidy -diff; false; })
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -62,11 +70,11 @@ bench-sip:
 # A short run of every fuzz target.
 FUZZTIME ?= 20s
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@set -e; for m in $(MODULES); do (cd $$m && for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME); \
 	  done; \
-	done
+	done); done
 
 # Regenerate the translator protocol's Go code from sdk/translator/wire/translator.proto.
 # The code generators are the versions pinned in go.mod's tool block; protoc is Debian's

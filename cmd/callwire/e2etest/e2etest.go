@@ -45,6 +45,23 @@ func BuildPackage(dir, name, pkg string) (string, error) {
 	return bin, nil
 }
 
+// BuildModule builds the main package at the root of the Go module in moduleDir (a directory
+// relative to the test's working directory, such as "../csv-translator") into dir as the binary
+// name and returns its path: a translator that is a module of its own, built against its own
+// go.mod. Call it once, from TestMain.
+func BuildModule(dir, name, moduleDir string) (string, error) {
+	bin, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		return "", fmt.Errorf("build %s: %w", moduleDir, err)
+	}
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = moduleDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %w\n%s", moduleDir, err, out)
+	}
+	return bin, nil
+}
+
 // LogBuffer collects a child's stderr for the test to read and to show on failure; each
 // complete line is also handed to OnLine, when set.
 type LogBuffer struct {

@@ -1,6 +1,6 @@
-package main_test
+package csvtranslatore2e_test
 
-// End-to-end tests of the example translator with real processes: a real `callwire serve` on the
+// End-to-end tests of the example translator (examples/csv-translator) with real processes: a real `callwire serve` on the
 // embedded store, a real `callwire agent` that runs the example as its child, and the faults an
 // agent meets in a clinic: a translator killed, the network cut, the core down, the agent killed
 // with events queued, and a core asking for a pause with Retry-After.
@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	if callwireBin, err = e2etest.Build(dir); err == nil {
-		translatorBin, err = e2etest.BuildPackage(dir, "callwire-translator-csv", ".")
+		translatorBin, err = e2etest.BuildModule(dir, "callwire-translator-csv", "../csv-translator")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
