@@ -6,8 +6,10 @@ import (
 	"testing"
 )
 
-// TestPluginsNeverImportCore keeps the protocol and host apart from the ingest engine: a
-// translator links package plugins, and must not drag the core in with it.
+// TestPluginsNeverImportCore keeps the agent's side of the translator protocol (the host and the
+// agent) apart from the ingest engine: the agent runs on a clinic's machine beside its
+// translators and needs nothing of the core, which core/importrules_test.go keeps apart from
+// plugins from the other side.
 func TestPluginsNeverImportCore(t *testing.T) {
 	const module = "github.com/callwire/callwire/"
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, module+"plugins/...").Output()
