@@ -19,8 +19,8 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/callwire
 
-# The whole suite, with the race detector. Tests that need PostgreSQL or Redis run when those
-# answer on localhost (see .ci/services.sh) and skip loudly otherwise.
+# The whole suite of every module, with the race detector. Tests that need PostgreSQL or Redis
+# run when those answer on localhost (see .ci/services.sh) and skip loudly otherwise.
 test: vet fmt-check tidy-check
 	@. .ci/services.sh; $(call each,$(GO) test -race -count=1 -timeout 12m ./...)
 
