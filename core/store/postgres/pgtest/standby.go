@@ -72,7 +72,24 @@ func StartStandby(t testing.TB) *Standby {
 		}
 	}
 	data := filepath.Join(s.dir, "data")
-	out, err := s.run(ctx, "pg_basebackup", "-d", base, "-D", data, "-R", "-X", "stream", "--no-slot",
+	// The standby has a replication slot of its own, made before the copy: it keeps the primary
+	// from recycling a WAL segment the copy or the standby has not streamed yet. Without one, a
+	// copy taken while other tests write much (each dropped test database is a checkpoint) fails
+	// with "requested WAL segment ... has already been removed". The slot is dropped when the
+	// test ends; one left by a test process that died is dropped by the next standby made.
+	slot, err := makeSlot(ctx, base, filepath.Base(s.dir))
+	if err != nil {
+		t.Fatalf("pgtest: standby: %v", err)
+	}
+	t.Cleanup(func() {
+		// Runs after the standby's stop (cleanups run last first), when the slot is inactive.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dropSlot(ctx, base, slot); err != nil {
+			t.Errorf("pgtest: standby: %v", err)
+		}
+	})
+	out, err := s.run(ctx, "pg_basebackup", "-d", base, "-D", data, "-R", "-X", "stream", "-S", slot,
 		"--checkpoint=fast", "--no-sync")
 	if err != nil {
 		if strings.Contains(out, "no pg_hba.conf entry for replication connection") {
@@ -180,6 +197,58 @@ func (s *Standby) configure(data string, primary map[string]string) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// slotPrefix begins the name of every replication slot a standby of this package holds, followed
+// by the process ID of the test that made it.
+const slotPrefix = "callwire_standby_"
+
+// makeSlot creates a physical replication slot on the primary at base, reserving WAL from now,
+// named for this process and unique (its suffix from the standby's directory), after dropping
+// the inactive slots of standbys whose test process is gone.
+func makeSlot(ctx context.Context, base, unique string) (string, error) {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", EnvURL, err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, `SELECT slot_name FROM pg_replication_slots WHERE NOT active AND starts_with(slot_name, $1)`, slotPrefix)
+	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("list replication slots: %w", err)
+	}
+	for _, name := range stale {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(name, slotPrefix), "_")
+		if _, err := os.Stat(filepath.Join("/proc", pid)); err == nil {
+			continue // its test may still run
+		}
+		// Another test may drop it first; either way it is gone.
+		_, _ = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
+	}
+	var digits strings.Builder
+	for _, r := range unique {
+		if r >= '0' && r <= '9' {
+			digits.WriteRune(r)
+		}
+	}
+	name := fmt.Sprintf("%s%d_%s", slotPrefix, os.Getpid(), digits.String())
+	if _, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot($1, true)`, name); err != nil {
+		return "", fmt.Errorf("create replication slot %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// dropSlot drops the replication slot name on the primary at base, if it is still there.
+func dropSlot(ctx context.Context, base, name string) error {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", EnvURL, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, name); err != nil {
+		return fmt.Errorf("drop replication slot %s: %w", name, err)
 	}
 	return nil
 }
