@@ -130,6 +130,10 @@ type Database struct {
 	// and may lag the writes; everything else stays on URL. Empty means every read goes to URL.
 	// Requires URL.
 	ReadURL string `koanf:"read_url"`
+	// ReadMaxLag bounds how far behind the primary the replica of ReadURL may be and still serve
+	// reads: while its replay lag is over it, those reads go to URL and /readyz names the replica
+	// degraded. 0 does not measure the lag. Default 30s.
+	ReadMaxLag time.Duration `koanf:"read_max_lag"`
 	// Path is the embedded store's file, used when URL is empty. Default "data/callwire.db".
 	Path string `koanf:"path"`
 	// MaxConns is the PostgreSQL pool size. Default 16.
@@ -197,6 +201,7 @@ func Defaults() Config {
 			Path:           "data/callwire.db",
 			MaxConns:       16,
 			AcquireTimeout: 2 * time.Second,
+			ReadMaxLag:     30 * time.Second,
 			AutoMigrate:    true,
 		},
 		Ingest: Ingest{
@@ -321,6 +326,9 @@ func (c Config) problems() []error {
 		}
 	} else if c.Database.Path == "" {
 		bad("database.path", "must name a file when database.url is empty")
+	}
+	if c.Database.ReadMaxLag < 0 {
+		bad("database.read_max_lag", "must be 0 (not measured) or a positive duration such as 30s")
 	}
 	if c.Database.ReadURL != "" {
 		u, err := url.Parse(c.Database.ReadURL)

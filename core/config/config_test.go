@@ -244,13 +244,15 @@ func TestRedisClusterURLs(t *testing.T) {
 	}
 }
 
-// TestReadURL reads database.read_url and refuses one that is not PostgreSQL's or has no primary.
+// TestReadURL reads database.read_url and refuses one that is not PostgreSQL's or has no primary;
+// and database.read_max_lag, which may not be negative.
 func TestReadURL(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		environ []string
-		readURL string // loaded, when it loads
-		want    string // in the error; "" means it loads
+		readURL string        // loaded, when it loads
+		maxLag  time.Duration // loaded, when it loads: 0 means the default 30s, -1 means 0
+		want    string        // in the error; "" means it loads
 	}{
 		{name: "a replica of the primary", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db",
 			"CALLWIRE_DATABASE_READ_URL=postgres://u@replica/db"}, readURL: "postgres://u@replica/db"},
@@ -259,6 +261,14 @@ func TestReadURL(t *testing.T) {
 			"CALLWIRE_DATABASE_READ_URL=mysql://u@replica/db"}, want: "database.read_url: must be a postgres://"},
 		{name: "without a primary", environ: []string{"CALLWIRE_DATABASE_READ_URL=postgres://u@replica/db"},
 			want: "database.read_url: needs database.url"},
+		{name: "a lag bound", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db",
+			"CALLWIRE_DATABASE_READ_URL=postgres://u@replica/db", "CALLWIRE_DATABASE_READ_MAX_LAG=5s"},
+			readURL: "postgres://u@replica/db", maxLag: 5 * time.Second},
+		{name: "lag not measured", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db",
+			"CALLWIRE_DATABASE_READ_URL=postgres://u@replica/db", "CALLWIRE_DATABASE_READ_MAX_LAG=0s"},
+			readURL: "postgres://u@replica/db", maxLag: -1},
+		{name: "a negative lag bound", environ: []string{"CALLWIRE_DATABASE_URL=postgres://u@primary/db",
+			"CALLWIRE_DATABASE_READ_MAX_LAG=-1s"}, want: "database.read_max_lag: must be 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, unknown, err := Load("", tc.environ, nil, nil)
@@ -271,6 +281,16 @@ func TestReadURL(t *testing.T) {
 				}
 				if c.Database.ReadURL != tc.readURL {
 					t.Errorf("read url %q, want %q", c.Database.ReadURL, tc.readURL)
+				}
+				want := tc.maxLag
+				switch want {
+				case 0:
+					want = 30 * time.Second
+				case -1:
+					want = 0
+				}
+				if c.Database.ReadMaxLag != want {
+					t.Errorf("read max lag %v, want %v", c.Database.ReadMaxLag, want)
 				}
 				return
 			}

@@ -11,7 +11,7 @@ import (
 )
 
 // TestReadReplica serves with database.read_url naming a real standby: /readyz names the
-// replica; with the standby killed, the history is still answered (by the primary), the
+// replica and its lag is measured; with the standby killed, the history is still answered (by the primary), the
 // fallback is counted and /readyz stays 200 with the replica degraded; once it is back, /readyz
 // says so.
 func TestReadReplica(t *testing.T) {
@@ -31,6 +31,18 @@ func TestReadReplica(t *testing.T) {
 	ready("ok")
 	if r := e.post(ev("call_received", "replica-1", 0, "")); r.status != 201 {
 		t.Fatalf("post: %d %s", r.status, r.raw)
+	}
+	// The lag is measured (database.read_max_lag's default): the gauge leaves -1, and a standby
+	// that keeps up stays under a second behind.
+	if m := e.do("GET", "/metrics", ""); !strings.Contains(string(m.raw), "\ncallwire_store_replica_lag_seconds ") {
+		t.Fatal("/metrics has no callwire_store_replica_lag_seconds")
+	}
+	measuredBy := time.Now().Add(10 * time.Second)
+	for lag := e.metric("callwire_store_replica_lag_seconds"); lag < 0 || lag > 1; lag = e.metric("callwire_store_replica_lag_seconds") {
+		if time.Now().After(measuredBy) {
+			t.Fatalf("callwire_store_replica_lag_seconds %v, want from 0 to 1 with the standby keeping up", lag)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	if err := standby.Kill(t.Context()); err != nil {

@@ -45,6 +45,7 @@ func OpenStore(ctx context.Context, c config.Database) (store.Store, error) {
 	if c.URL != "" {
 		pg, err := postgres.Open(ctx, c.URL, postgres.Options{
 			MaxConns: int32(c.MaxConns), AcquireTimeout: c.AcquireTimeout, ReadURL: c.ReadURL,
+			ReadMaxLag: c.ReadMaxLag,
 		})
 		if err != nil {
 			return nil, err
@@ -204,8 +205,19 @@ func New(ctx context.Context, c config.Config, o Options) (*Server, error) {
 			Name: "callwire_store_replica_fallbacks_total",
 			Help: "Reads of the read replica's list served by the primary because the replica could not.",
 		}, func() float64 { return float64(r.ReplicaFallbacks()) })
-		if err := reg.Register(fallbacks); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
+		lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "callwire_store_replica_lag_seconds",
+			Help: "How far the read replica's replay is behind the primary, as last measured (database.read_max_lag); -1 while not measured.",
+		}, func() float64 {
+			if d, ok := r.ReplicaLag(); ok {
+				return d.Seconds()
+			}
+			return -1
+		})
+		for _, c := range []prometheus.Collector{fallbacks, lag} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("server: %w", err)
+			}
 		}
 	}
 	hist, err := history.New(o.Store)
@@ -437,6 +449,8 @@ type replicaStore interface {
 	PingReplica(ctx context.Context) error
 	// ReplicaFallbacks counts the reads the primary served because the replica could not.
 	ReplicaFallbacks() int64
+	// ReplicaLag is the replica's replay lag as last measured, false while not measured.
+	ReplicaLag() (time.Duration, bool)
 }
 
 // cacheBudgeter is a store that keeps memory outside the Go runtime: the embedded store's page

@@ -49,6 +49,12 @@ type Options struct {
 	// write that returned before it started. While the replica cannot serve, those reads go to
 	// the primary.
 	ReadURL string
+	// ReadMaxLag, when positive and ReadURL is set, bounds the replica's replay lag: the store
+	// measures it every LagInterval (lag.go), and while it is over ReadMaxLag the replica's reads
+	// go to the primary and PingReplica fails. Zero measures nothing.
+	ReadMaxLag time.Duration
+	// LagInterval is how often the replica's lag is measured; zero means DefaultLagInterval.
+	LagInterval time.Duration
 }
 
 // Store is a store.Store on PostgreSQL. It is safe for concurrent use. Create it with Open.
@@ -84,6 +90,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.AcquireTimeout < 0 {
 		return nil, fmt.Errorf("postgres: open: acquire timeout %v is negative", opts.AcquireTimeout)
 	}
+	if opts.ReadMaxLag < 0 || opts.LagInterval < 0 {
+		return nil, fmt.Errorf("postgres: open: read max lag %v and lag interval %v may not be negative", opts.ReadMaxLag, opts.LagInterval)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err) // pgx redacts the password
@@ -95,6 +104,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if s.replica, err = openReplica(ctx, opts.ReadURL, opts); err != nil {
 		s.pool.Close()
 		return nil, err
+	}
+	if opts.ReadMaxLag > 0 {
+		every := opts.LagInterval
+		if every == 0 {
+			every = DefaultLagInterval
+		}
+		s.replica.lag = watchLag(ctx, s.pool, s.replica.pool, opts.ReadMaxLag, every, s.acquireTimeout)
 	}
 	return s, nil
 }
@@ -159,10 +175,11 @@ func (s *Store) ping(ctx context.Context, pool *pgxpool.Pool) error {
 // Close waits for connections in use to be released, then closes every connection. The store
 // must not be used after Close. It always returns nil.
 func (s *Store) Close() error {
-	s.pool.Close()
 	if s.replica != nil {
+		s.replica.lag.stop()
 		s.replica.pool.Close()
 	}
+	s.pool.Close()
 	return nil
 }
 

@@ -32,7 +32,10 @@ import (
 // replica cannot serve a read (it is down, refuses connections or the login, or cancelled the
 // read for a conflict with recovery), the read is served by the primary instead, and the
 // replica is left alone for replicaRetry before a read tries it again; PingReplica reports its
-// state.
+// state. With Options.ReadMaxLag set, the store also measures how far the replica's replay is
+// behind the primary (lag.go), and while it is further behind than that, those reads go to the
+// primary too: a replica that answers but no longer replays (its primary connection lost, replay
+// paused, or held back by a long read) would otherwise serve an ever older history.
 const (
 	readListCalls     = readOp("list calls")
 	readGetCallByID   = readOp("get call by id")
@@ -51,8 +54,10 @@ type replica struct {
 	// downUntil is the Unix nanosecond time before which reads go to the primary (0: the
 	// replica is believed up).
 	downUntil atomic.Int64
-	// fallbacks counts the reads served by the primary because the replica could not.
+	// fallbacks counts the reads served by the primary because the replica failed them.
 	fallbacks atomic.Int64
+	// lag is the replica's replay lag and what the store does with it; nil when not measured.
+	lag *lagWatch
 }
 
 // openReplica opens the replica's pool on url with opts's pool size. Like Open, it does not
@@ -75,9 +80,9 @@ func openReplica(ctx context.Context, url string, opts Options) (*replica, error
 	return &replica{pool: pool}, nil
 }
 
-// up reports whether reads should try the replica now.
+// up reports whether reads should try the replica now: it is believed up and not too far behind.
 func (r *replica) up(now time.Time) bool {
-	return now.UnixNano() >= r.downUntil.Load()
+	return now.UnixNano() >= r.downUntil.Load() && !r.lag.tooFar()
 }
 
 // markDown sends reads to the primary for replicaRetry from now.
@@ -128,7 +133,9 @@ func (s *Store) HasReplica() bool { return s.replica != nil }
 
 // PingReplica reports whether the replica answers now, within the acquire timeout, with the
 // errors of Ping. A replica that does not answer is marked down, so that reads go to the
-// primary at once; one that answers is marked up. Without a replica it returns nil.
+// primary at once; one that answers is marked up. One that answers while its replay lag is
+// over Options.ReadMaxLag fails with an error that says so (its reads go to the primary until it
+// catches up). Without a replica it returns nil.
 func (s *Store) PingReplica(ctx context.Context) error {
 	r := s.replica
 	if r == nil {
@@ -142,14 +149,28 @@ func (s *Store) PingReplica(ctx context.Context) error {
 		return fmt.Errorf("replica: %w", err)
 	}
 	r.downUntil.Store(0)
+	if lag, ok := r.lag.current(); ok && r.lag.tooFar() {
+		return fmt.Errorf("replica: replay is %v behind the primary, more than the %v allowed", lag.Round(time.Millisecond), r.lag.max)
+	}
 	return nil
 }
 
 // ReplicaFallbacks returns how many reads the primary served because the replica could not,
-// since the store was opened.
+// since the store was opened: one per failed attempt on the replica, so a replica that is down
+// counts once per retry period. Reads sent to the primary while the replica is too far behind
+// are not counted here; ReplicaLag tells that state.
 func (s *Store) ReplicaFallbacks() int64 {
 	if s.replica == nil {
 		return 0
 	}
 	return s.replica.fallbacks.Load()
+}
+
+// ReplicaLag returns the replica's replay lag as last measured, and false when it is not
+// measured (no replica, Options.ReadMaxLag zero, or no measurement has succeeded yet).
+func (s *Store) ReplicaLag() (time.Duration, bool) {
+	if s.replica == nil {
+		return 0, false
+	}
+	return s.replica.lag.current()
 }

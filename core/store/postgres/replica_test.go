@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	neturl "net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,5 +277,109 @@ func TestReadReplicaUnusable(t *testing.T) {
 				t.Error("PingReplica succeeded on a replica no read can use")
 			}
 		})
+	}
+}
+
+// TestReadReplicaLag runs the store against a real standby whose replay is paused while the
+// primary writes: once the measured lag passes ReadMaxLag the replica's reads go to the primary
+// (they see the write the standby lacks) and PingReplica says how far behind it is; once replay
+// resumes, the lag falls to zero and the reads return to the replica.
+func TestReadReplicaLag(t *testing.T) {
+	standby := pgtest.StartStandby(t)
+	url := pgtest.URL(t)
+	const maxLag = 300 * time.Millisecond
+	s := openStore(t, url, postgres.Options{ReadURL: standby.URL(t, url), AcquireTimeout: 5 * time.Second,
+		ReadMaxLag: maxLag, LagInterval: 20 * time.Millisecond})
+	ctx := t.Context()
+	direct, err := pgx.Connect(ctx, standby.URL(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(context.WithoutCancel(ctx))
+
+	org := createOrg(t, s)
+	if _, err := s.WriteCalls(ctx, sampleWrite(org, 1, "first")); err != nil {
+		t.Fatalf("WriteCalls: %v", err)
+	}
+	eventually(t, 20*time.Second, func() string {
+		lag, ok := s.ReplicaLag()
+		if !ok || lag != 0 {
+			return fmt.Sprintf("lag %v (measured %v), want 0 once the standby has replayed every write", lag, ok)
+		}
+		if ok, err := listed(ctx, s, org, "first"); !ok || err != nil {
+			return fmt.Sprintf("the first call is not listed through the replica yet (error %v)", err)
+		}
+		return ""
+	})
+	if err := s.PingReplica(ctx); err != nil {
+		t.Fatalf("PingReplica with the standby caught up: %v", err)
+	}
+
+	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		var state string
+		if err := direct.QueryRow(ctx, `SELECT pg_get_wal_replay_pause_state()`).Scan(&state); err != nil || state != "paused" {
+			return fmt.Sprintf("replay is %q (%v), not paused", state, err)
+		}
+		return ""
+	})
+	if _, err := s.WriteCalls(ctx, sampleWrite(org, 1, "second")); err != nil {
+		t.Fatalf("WriteCalls: %v", err)
+	}
+	// Right after the write the lag is under the bound: the replica serves, without the call.
+	if lag, _ := s.ReplicaLag(); lag < maxLag/2 {
+		if ok, err := listed(ctx, s, org, "second"); err != nil || ok {
+			t.Fatalf("listed %v (error %v) at lag %v: the replica, which lacks the call, should serve", ok, err, lag)
+		}
+	}
+	eventually(t, 10*time.Second, func() string {
+		if lag, ok := s.ReplicaLag(); !ok || lag <= maxLag {
+			return fmt.Sprintf("lag %v (measured %v) with replay paused, want over %v", lag, ok, maxLag)
+		}
+		return ""
+	})
+	if ok, err := listed(ctx, s, org, "second"); err != nil || !ok {
+		t.Fatalf("with the replica too far behind, the second call is listed %v (error %v), want read on the primary", ok, err)
+	}
+	if err := s.PingReplica(ctx); err == nil || !strings.Contains(err.Error(), "behind") {
+		t.Errorf("PingReplica with the replica too far behind: %v, want an error saying so", err)
+	}
+	if n := s.ReplicaFallbacks(); n != 0 {
+		t.Errorf("%d fallbacks: a lagging replica's reads are not failures", n)
+	}
+
+	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_resume()`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() string {
+		if lag, ok := s.ReplicaLag(); !ok || lag != 0 {
+			return fmt.Sprintf("lag %v once replay resumed, want 0", lag)
+		}
+		if err := s.PingReplica(ctx); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	// Back on the replica: with replay paused again, a new write is missing from the list.
+	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		var state string
+		if err := direct.QueryRow(ctx, `SELECT pg_get_wal_replay_pause_state()`).Scan(&state); err != nil || state != "paused" {
+			return fmt.Sprintf("replay is %q (%v), not paused", state, err)
+		}
+		return ""
+	})
+	if _, err := s.WriteCalls(ctx, sampleWrite(org, 1, "third")); err != nil {
+		t.Fatalf("WriteCalls: %v", err)
+	}
+	if ok, err := listed(ctx, s, org, "third"); err != nil || ok {
+		t.Errorf("listed %v (error %v) right after the write: the reads have not returned to the replica", ok, err)
+	}
+	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_resume()`); err != nil {
+		t.Fatal(err)
 	}
 }
