@@ -563,7 +563,7 @@ func (a *Agent) succeeded() {
 	a.fails = 0
 }
 
-// deliver sends items as one request and settles them by the answer.
+// deliver sends items as one request and settles them by the answer: one handler per outcome.
 func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 	ids := outbox.IDs(items)
 	// Another worker may have been told to pause while this one read the outbox.
@@ -582,25 +582,8 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 	start := time.Now()
 	res, err := a.o.Client.Post(rctx, outbox.Body(items))
 	a.m.latency.Observe(time.Since(start).Seconds())
-	settle := context.WithoutCancel(ctx)
 	if err == nil {
-		a.m.requests.WithLabelValues("sent").Inc()
-		a.settling.RLock()
-		if err := a.o.Outbox.Ack(settle, ids); err != nil {
-			a.settling.RUnlock()
-			// The core has them; they stay stored and are sent again, which the core dedupes.
-			// Pause first, so that a failing disk does not turn into a resend loop.
-			d := a.backOff(0)
-			a.o.Outbox.Release(ids)
-			a.log.Error("agent: acknowledging sent events in the outbox", "err", err, "events", len(ids),
-				"retry_in", d.Round(time.Millisecond).String())
-			return
-		}
-		a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Sent }, a.m.sent)
-		a.settling.RUnlock()
-		a.forget(ids)
-		a.succeeded()
-		a.log.Debug("agent sent", "events", len(items), "status", res.Status, "trace_id", res.TraceID)
+		a.sent(ctx, items, ids, res)
 		return
 	}
 	var se *sdk.Error
@@ -609,79 +592,120 @@ func (a *Agent) deliver(ctx context.Context, items []outbox.Item) {
 	}
 	switch {
 	case se.Status == 0 || se.Retryable() || (se.Status >= 200 && se.Status < 300):
-		// No answer, 5xx, 429, or a 2xx that was not a success body: keep and retry. The pause
-		// is set before the events are released, so that no other worker sends them (or anything
-		// else) sooner than Retry-After.
-		if ctx.Err() != nil {
-			a.o.Outbox.Release(ids)
-			return
-		}
-		d := a.backOff(se.RetryAfter)
-		a.o.Outbox.Release(ids)
-		a.m.requests.WithLabelValues("retry").Inc()
-		a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Retried }, a.m.retried)
-		level := slog.LevelWarn
-		if se.Status == 503 && se.RetryAfter > 0 {
-			level = slog.LevelInfo
-		}
-		a.log.Log(ctx, level, "agent: the core did not take the events; keeping them", "events", len(items),
-			"status", se.Status, "err", err, "retry_in", d.Round(time.Millisecond).String(), "trace_id", se.TraceID)
+		a.keep(ctx, items, ids, se, err)
 	case se.Status == http.StatusUnauthorized || se.Status == http.StatusForbidden ||
 		se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed ||
 		se.Status == http.StatusRequestTimeout || !se.FromServer:
-		// The credential or the address is wrong, not the events: keep them until it is fixed.
-		if ctx.Err() != nil {
-			a.o.Outbox.Release(ids)
-			return
-		}
+		a.refusedAgent(ctx, items, ids, se)
+	case len(items) > 1:
+		a.split(items, ids, se)
+	default:
+		a.deadLetter(ctx, items, ids, se)
+	}
+}
+
+// sent settles items the core took: acknowledged in the outbox and counted.
+func (a *Agent) sent(ctx context.Context, items []outbox.Item, ids []int64, res sdk.Result) {
+	a.m.requests.WithLabelValues("sent").Inc()
+	a.settling.RLock()
+	if err := a.o.Outbox.Ack(context.WithoutCancel(ctx), ids); err != nil {
+		a.settling.RUnlock()
+		// The core has them; they stay stored and are sent again, which the core dedupes.
+		// Pause first, so that a failing disk does not turn into a resend loop.
 		d := a.backOff(0)
 		a.o.Outbox.Release(ids)
-		a.m.requests.WithLabelValues("refused_config").Inc()
-		a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Retried }, a.m.retried)
-		what := "the credential (core.client_id, core.secret) was refused"
-		switch se.Status {
-		case http.StatusForbidden:
-			what = "the key lacks a scope or is not federated to a clinic"
-		case http.StatusNotFound, http.StatusMethodNotAllowed:
-			what = "the events endpoint is not at core.url"
-		case http.StatusRequestTimeout:
-			what = "the core timed out reading the request"
-		}
-		if !se.FromServer {
-			what = "something other than the core answered " + strconv.Itoa(se.Status) + " (is core.url right, and is a proxy in the way?)"
-		}
-		a.log.Error("agent: THE CORE REFUSED THE AGENT: "+what+"; events are kept and retried", "status", se.Status,
-			"message", se.Message, "missing_scopes", se.MissingScopes, "trace_id", se.TraceID,
-			"events", len(items), "retry_in", d.Round(time.Millisecond).String())
-	case len(items) > 1:
-		// A batch is all or nothing: find the refused events by sending each alone.
-		a.mu.Lock()
-		for _, id := range ids {
-			a.suspect[id] = true
-		}
-		a.mu.Unlock()
-		a.o.Outbox.Release(ids)
-		a.m.requests.WithLabelValues("split").Inc()
-		a.log.Warn("agent: the core refused a batch; sending its events one by one", "events", len(items),
-			"status", se.Status, "message", se.Message, "trace_id", se.TraceID)
-	default:
-		a.m.requests.WithLabelValues("dead_letter").Inc()
-		r := outbox.Reason{Status: se.Status, Code: se.Code, Message: se.Message, TraceID: se.TraceID}
-		a.settling.RLock()
-		if err := a.o.Outbox.DeadLetter(settle, ids, r); err != nil {
-			a.settling.RUnlock()
-			d := a.backOff(0)
-			a.o.Outbox.Release(ids)
-			a.log.Error("agent: dead-lettering a refused event", "err", err, "retry_in", d.Round(time.Millisecond).String())
-			return
-		}
-		a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.DeadLettered }, a.m.dead)
-		a.settling.RUnlock()
-		a.forget(ids)
-		a.log.Error("agent: the core refused an event for good; it is in the dead-letter file",
-			"translator", items[0].Source, "type", items[0].Type, "status", se.Status, "message", se.Message,
-			"trace_id", se.TraceID, "file", a.o.Outbox.DeadLetterPath())
+		a.log.Error("agent: acknowledging sent events in the outbox", "err", err, "events", len(ids),
+			"retry_in", d.Round(time.Millisecond).String())
+		return
 	}
+	a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Sent }, a.m.sent)
+	a.settling.RUnlock()
+	a.forget(ids)
+	a.succeeded()
+	a.log.Debug("agent sent", "events", len(items), "status", res.Status, "trace_id", res.TraceID)
+}
+
+// keep keeps items the core did not take (no answer, 5xx, 429, or a 2xx that was not a success
+// body) and retries them after a pause. The pause is set before the events are released, so that
+// no other worker sends them (or anything else) sooner than Retry-After.
+func (a *Agent) keep(ctx context.Context, items []outbox.Item, ids []int64, se *sdk.Error, err error) {
+	if ctx.Err() != nil {
+		a.o.Outbox.Release(ids)
+		return
+	}
+	d := a.backOff(se.RetryAfter)
+	a.o.Outbox.Release(ids)
+	a.m.requests.WithLabelValues("retry").Inc()
+	a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Retried }, a.m.retried)
+	level := slog.LevelWarn
+	if se.Status == 503 && se.RetryAfter > 0 {
+		level = slog.LevelInfo
+	}
+	a.log.Log(ctx, level, "agent: the core did not take the events; keeping them", "events", len(items),
+		"status", se.Status, "err", err, "retry_in", d.Round(time.Millisecond).String(), "trace_id", se.TraceID)
+}
+
+// refusedAgent keeps items refused for the agent's own setup: the credential or the address is
+// wrong, not the events, so they are kept and retried until it is fixed, and the log says what to
+// fix.
+func (a *Agent) refusedAgent(ctx context.Context, items []outbox.Item, ids []int64, se *sdk.Error) {
+	if ctx.Err() != nil {
+		a.o.Outbox.Release(ids)
+		return
+	}
+	d := a.backOff(0)
+	a.o.Outbox.Release(ids)
+	a.m.requests.WithLabelValues("refused_config").Inc()
+	a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.Retried }, a.m.retried)
+	what := "the credential (core.client_id, core.secret) was refused"
+	switch se.Status {
+	case http.StatusForbidden:
+		what = "the key lacks a scope or is not federated to a clinic"
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		what = "the events endpoint is not at core.url"
+	case http.StatusRequestTimeout:
+		what = "the core timed out reading the request"
+	}
+	if !se.FromServer {
+		what = "something other than the core answered " + strconv.Itoa(se.Status) + " (is core.url right, and is a proxy in the way?)"
+	}
+	a.log.Error("agent: THE CORE REFUSED THE AGENT: "+what+"; events are kept and retried", "status", se.Status,
+		"message", se.Message, "missing_scopes", se.MissingScopes, "trace_id", se.TraceID,
+		"events", len(items), "retry_in", d.Round(time.Millisecond).String())
+}
+
+// split handles a refused batch: a batch is all or nothing, so its events are marked suspect and
+// sent again each alone, to find the refused ones.
+func (a *Agent) split(items []outbox.Item, ids []int64, se *sdk.Error) {
+	a.mu.Lock()
+	for _, id := range ids {
+		a.suspect[id] = true
+	}
+	a.mu.Unlock()
+	a.o.Outbox.Release(ids)
+	a.m.requests.WithLabelValues("split").Inc()
+	a.log.Warn("agent: the core refused a batch; sending its events one by one", "events", len(items),
+		"status", se.Status, "message", se.Message, "trace_id", se.TraceID)
+}
+
+// deadLetter settles an event the core refused for good: it moves to the dead-letter file.
+func (a *Agent) deadLetter(ctx context.Context, items []outbox.Item, ids []int64, se *sdk.Error) {
+	a.m.requests.WithLabelValues("dead_letter").Inc()
+	r := outbox.Reason{Status: se.Status, Code: se.Code, Message: se.Message, TraceID: se.TraceID}
+	a.settling.RLock()
+	if err := a.o.Outbox.DeadLetter(context.WithoutCancel(ctx), ids, r); err != nil {
+		a.settling.RUnlock()
+		d := a.backOff(0)
+		a.o.Outbox.Release(ids)
+		a.log.Error("agent: dead-lettering a refused event", "err", err, "retry_in", d.Round(time.Millisecond).String())
+		return
+	}
+	a.countItems(items, func(s *TranslatorStatus) *int64 { return &s.DeadLettered }, a.m.dead)
+	a.settling.RUnlock()
+	a.forget(ids)
+	a.log.Error("agent: the core refused an event for good; it is in the dead-letter file",
+		"translator", items[0].Source, "type", items[0].Type, "status", se.Status, "message", se.Message,
+		"trace_id", se.TraceID, "file", a.o.Outbox.DeadLetterPath())
 }
 
 // forget drops settled events from the suspects.
