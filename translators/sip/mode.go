@@ -15,7 +15,7 @@ func newMode(cfg Config, observe func(callmodel.Message), log *slog.Logger) (r r
 	switch cfg.Mode {
 	case ModeProxy:
 		p, err := proxy.New(proxy.Config{Listen: cfg.Listeners, PBX: cfg.PBXAddr, Trunk: cfg.TrunkAddr, Advertise: cfg.Advertise,
-			MaxTransactions: cfg.MaxTransactions, Observe: observe, ObserveInline: true, Logger: log})
+			MaxTransactions: cfg.MaxTransactions, Observe: observe, Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}

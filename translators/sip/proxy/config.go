@@ -11,10 +11,6 @@ import (
 	"github.com/callwire/callwire/translators/sip/callmodel"
 )
 
-// DefaultObserveQueue is the number of messages waiting for Observe before the proxy drops new
-// ones (and counts them in Stats.ObserveDropped) rather than wait.
-const DefaultObserveQueue = 4096
-
 // DefaultMaxTransactions bounds the transactions the proxy holds at once (see
 // Config.MaxTransactions).
 const DefaultMaxTransactions = 200_000
@@ -39,18 +35,12 @@ type Config struct {
 	// Via added or removed, its Route entries removed, Record-Route added, Max-Forwards
 	// decremented, everything else, the status code included, as received. The proxy never
 	// changes either afterwards.
-	// Calls are made one at a time from a queue of ObserveQueue messages, in the order the proxy
-	// forwarded them; when the queue is full the message is dropped for Observe (never for the
-	// call) and counted. A panic in Observe is recovered, logged and counted. Nil turns
-	// observing off.
+	// Observe is called on the forwarding path, from whichever goroutine forwarded the message
+	// (several at once), so it must be safe for concurrent use and must not block: the message's
+	// next one waits for it. An Observe that has work to do queues the message and drops it when
+	// its queue is full, as the sip translator's pipeline does. A panic in Observe is recovered,
+	// logged and counted; the call goes on. Nil turns observing off.
 	Observe func(callmodel.Message)
-	// ObserveQueue is the length of Observe's queue; 0 means DefaultObserveQueue.
-	ObserveQueue int
-	// ObserveInline calls Observe directly from the forwarding path, with no queue of the
-	// proxy's own, for an Observe that never blocks because it queues (and drops) by itself, as
-	// the sip translator's does: a hop from one goroutine to another fewer per message.
-	// ObserveQueue is then unused. A panic in Observe is still recovered, logged and counted.
-	ObserveInline bool
 	// Advertise is the host (IP or name) the proxy writes in its Via and Record-Route headers.
 	// Empty: the listener's IP, or, for a listener on 0.0.0.0 or [::], the local IP the system
 	// routes to the PBX from.
@@ -67,7 +57,7 @@ type Config struct {
 }
 
 // Validate reports every problem of c at once, each naming its key: listen[i], pbx, trunk,
-// advertise, observe_queue, max_transactions.
+// advertise, max_transactions.
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.Listen) == 0 {
@@ -89,9 +79,6 @@ func (c Config) Validate() error {
 	}
 	if c.MaxTransactions < 0 {
 		errs = append(errs, fmt.Errorf("max_transactions: %d is negative", c.MaxTransactions))
-	}
-	if c.ObserveQueue < 0 {
-		errs = append(errs, fmt.Errorf("observe_queue: %d is negative", c.ObserveQueue))
 	}
 	return errors.Join(errs...)
 }

@@ -28,7 +28,7 @@ func TestValidate(t *testing.T) {
 			[]string{"listen[2]: ", "not a udp or tcp listener", "listen[3]: "}},
 		{"bad pbx and trunk", func(c *Config) { c.PBX, c.Trunk = netaddr.HostPort{Host: "10.0.0.20"}, netaddr.HostPort{} }, []string{"pbx: ", "trunk: ", "required"}},
 		{"bad advertise", func(c *Config) { c.Advertise = "a b" }, []string{"advertise: "}},
-		{"negative queue and max", func(c *Config) { c.ObserveQueue, c.MaxTransactions = -1, -1 }, []string{"observe_queue: ", "max_transactions: "}},
+		{"negative max", func(c *Config) { c.MaxTransactions = -1 }, []string{"max_transactions: "}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

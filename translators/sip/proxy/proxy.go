@@ -14,7 +14,6 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/callwire/callwire/translators/netaddr"
-	"github.com/callwire/callwire/translators/sip/callmodel"
 )
 
 // udpSocketBuffer is the socket buffer asked for on UDP listeners (the system may cap it).
@@ -32,13 +31,12 @@ type Stats struct {
 	Loops           uint64 // requests answered 482
 	Timeouts        uint64 // transactions the next hop never answered (answered 408 upstream)
 	ObserveFailures uint64 // Observe calls that panicked
-	ObserveDropped  uint64 // messages not handed to Observe because its queue was full
 	Stateless       uint64 // requests forwarded without state because MaxTransactions were open
 }
 
 type counters struct {
 	received, forwarded, absorbed, replied, malformed, unroutable, tooManyHops, loops, timeouts,
-	observeFailures, observeDropped, stateless atomic.Uint64
+	observeFailures, stateless atomic.Uint64
 }
 
 // Proxy is a record-routing SIP proxy between a trunk and a PBX. Create it with New, start it
@@ -66,7 +64,6 @@ type Proxy struct {
 
 	conns   connTable
 	txs     txTable
-	obs     chan callmodel.Message
 	c       counters
 	limiter logLimiter
 	wg      sync.WaitGroup
@@ -82,13 +79,6 @@ func New(cfg Config) (*Proxy, error) {
 		p.log = slog.Default()
 	}
 	p.listen = append([]netaddr.Listener(nil), cfg.Listen...)
-	if cfg.Observe != nil && !cfg.ObserveInline {
-		n := cfg.ObserveQueue
-		if n == 0 {
-			n = DefaultObserveQueue
-		}
-		p.obs = make(chan callmodel.Message, n)
-	}
 	p.txs.m = make(map[string]*tx)
 	p.txs.max = cfg.MaxTransactions
 	if p.txs.max == 0 {
@@ -104,8 +94,8 @@ func (p *Proxy) Stats() Stats {
 		Received: p.c.received.Load(), Forwarded: p.c.forwarded.Load(), Absorbed: p.c.absorbed.Load(),
 		Replied: p.c.replied.Load(), Malformed: p.c.malformed.Load(), Unroutable: p.c.unroutable.Load(),
 		TooManyHops: p.c.tooManyHops.Load(), Loops: p.c.loops.Load(), Timeouts: p.c.timeouts.Load(),
-		ObserveFailures: p.c.observeFailures.Load(), ObserveDropped: p.c.observeDropped.Load(),
-		Stateless: p.c.stateless.Load(),
+		ObserveFailures: p.c.observeFailures.Load(),
+		Stateless:       p.c.stateless.Load(),
 	}
 }
 
@@ -193,9 +183,6 @@ func (p *Proxy) Run(ctx context.Context) (err error) {
 		p.log.Info("sip proxy listening", "addr", a)
 	}
 
-	if p.obs != nil {
-		p.wg.Go(p.observeLoop)
-	}
 	for _, u := range p.udp {
 		p.wg.Go(func() { p.readUDP(u) })
 	}

@@ -200,14 +200,9 @@ func TestUnparseableDroppedAndCounted(t *testing.T) {
 // receive time, the message as forwarded and its text as received; a 503 the proxy relays as 500
 // is observed as the 503 it was.
 func TestObserveFields(t *testing.T) {
-	t.Run("queued", func(t *testing.T) { testObserveFields(t, false) })
-	t.Run("inline", func(t *testing.T) { testObserveFields(t, true) })
-}
-
-func testObserveFields(t *testing.T, inline bool) {
 	trunk, pbx := newUA(t), newUA(t)
 	rec := &recorder{}
-	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String()), Observe: rec.observe, ObserveInline: inline})
+	r := start(t, Config{PBX: mustHP(pbx.addr.String()), Trunk: mustHP(trunk.addr.String()), Observe: rec.observe})
 	before := time.Now()
 	trunk.send(r.udp, invite(trunk, r.udp, "obs", "obs", "70"))
 	inv := pbx.expectRequest(sip.INVITE)
@@ -283,7 +278,7 @@ func TestObserveTCPDataAsReceived(t *testing.T) {
 		got <- string(b[:n])
 	}()
 	rec := &recorder{}
-	r := start(t, Config{PBX: mustHP(pbx.Addr().String()), Trunk: mustHP(trunk.addr.String()), Observe: rec.observe, ObserveInline: true})
+	r := start(t, Config{PBX: mustHP(pbx.Addr().String()), Trunk: mustHP(trunk.addr.String()), Observe: rec.observe})
 	c, err := net.DialTimeout("tcp", r.tcp.String(), time.Second)
 	if err != nil {
 		t.Fatal(err)

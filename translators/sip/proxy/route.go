@@ -556,40 +556,18 @@ func (p *Proxy) viaPeer(v *sip.ViaHeader) (peer, error) {
 	return p.uriPeer(u, network)
 }
 
-// observe hands a forwarded message to Observe: through the proxy's queue, which it never waits
-// on, or directly with ObserveInline.
+// observe hands a forwarded message to Observe, on the forwarding path (see Config.Observe).
 func (p *Proxy) observe(msg sip.Message, data []byte, src, dst peer, at time.Time) {
 	if !p.observing() {
 		return
 	}
-	m := callmodel.Message{SIP: msg, Data: data, Transport: src.network, Src: src.addr, Dst: dst.addr, At: at}
-	if p.obs == nil {
-		p.callObserve(m) // ObserveInline
-		return
-	}
-	select {
-	case p.obs <- m:
-	default:
-		p.c.observeDropped.Add(1)
-		p.warn("observe_dropped", "sip proxy: observer queue full, message not observed (the call goes on)")
-	}
+	p.callObserve(callmodel.Message{SIP: msg, Data: data, Transport: src.network, Src: src.addr, Dst: dst.addr, At: at})
 }
 
 // observing reports whether messages go to Observe.
 func (p *Proxy) observing() bool { return p.cfg.Observe != nil }
 
-// observeLoop calls Observe for each queued message until the proxy stops.
-func (p *Proxy) observeLoop() {
-	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case m := <-p.obs:
-			p.callObserve(m)
-		}
-	}
-}
-
+// callObserve calls Observe with m, recovering and counting a panic.
 func (p *Proxy) callObserve(m callmodel.Message) {
 	defer func() {
 		if r := recover(); r != nil {
