@@ -20,8 +20,9 @@ import (
 
 // Sink is where a Host hands the events its translators emit.
 type Sink interface {
-	// Accept stores e, emitted by the named translator, durably, and returns nil only once it
-	// has; the translator is told the event was taken only then. An error is passed back to the
-	// translator's Emit, its text with every run of bytes that is not UTF-8 replaced by U+FFFD.
-	Accept(ctx context.Context, translator string, e event.Event) error
+	// Accept stores e, emitted by the named translator and validated by the host, durably, and
+	// returns nil only once it has; the translator is told the event was taken only then. An
+	// error is passed back to the translator's Emit, its text with every run of bytes that is
+	// not UTF-8 replaced by U+FFFD.
+	Accept(ctx context.Context, translator string, e event.Valid) error
 }

@@ -435,10 +435,7 @@ func (h *Host) pump(ctx context.Context, name string, stream pb.Translator_RunCl
 // refused with its problems and never reaches the sink.
 func (h *Host) accept(ctx context.Context, name string, ev *pb.Event, log *slog.Logger) *pb.Ack {
 	ack := &pb.Ack{Id: ev.GetId()}
-	parsed, batch, err := event.ParseBody(ev.GetJson())
-	if err == nil && (batch || len(parsed) != 1) {
-		err = errors.New("an emitted event must be one event object, not a batch")
-	}
+	valid, err := event.ParseOne(ev.GetJson())
 	if err != nil {
 		ack.Error = "invalid event: " + err.Error()
 		if ve, ok := event.AsValidationError(err); ok {
@@ -449,7 +446,7 @@ func (h *Host) accept(ctx context.Context, name string, ev *pb.Event, log *slog.
 		log.Warn("translator emitted an invalid event; refused", "problems", err.Error())
 		return ack
 	}
-	if err := h.opts.Sink.Accept(ctx, name, parsed[0].Event); err != nil {
+	if err := h.opts.Sink.Accept(ctx, name, valid); err != nil {
 		ack.Error = err.Error()
 		if ack.Error == "" {
 			ack.Error = "refused"

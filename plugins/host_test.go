@@ -71,7 +71,8 @@ type recordingSink struct {
 	events []accepted
 }
 
-func (s *recordingSink) Accept(ctx context.Context, translator string, e event.Event) error {
+func (s *recordingSink) Accept(ctx context.Context, translator string, v event.Valid) error {
+	e := *v.Event()
 	if s.gate != nil {
 		s.entered <- e.Sequence
 		select {

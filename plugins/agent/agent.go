@@ -121,8 +121,8 @@ var _ plugins.Sink = (*Agent)(nil)
 type TranslatorStatus struct {
 	// Queued is how many of its events wait in the outbox, in flight included.
 	Queued int64 `json:"queued"`
-	// Accepted is how many Accept stored; Refused how many it refused (invalid, too large, or
-	// the outbox full).
+	// Accepted is how many Accept stored; Refused how many it refused (too large, the outbox
+	// full or closed).
 	Accepted int64 `json:"accepted"`
 	Refused  int64 `json:"refused"`
 	// Sent is how many the core acknowledged with 2xx.
@@ -217,20 +217,18 @@ func New(o Options) (*Agent, error) {
 	return a, nil
 }
 
-// Accept stores e, emitted by translator, in the outbox and returns nil only once it is on disk.
-// The error, passed back to the translator's Emit, wraps the outbox's: a *event.ValidationError,
-// outbox.ErrTooLarge, outbox.ErrFull (the translator keeps the event and may retry later) or
-// outbox.ErrClosed (the agent is stopping).
-func (a *Agent) Accept(ctx context.Context, translator string, e event.Event) error {
+// Accept stores e, emitted by translator and validated by the host, in the outbox as it is, and
+// returns nil only once it is on disk. The error, passed back to the translator's Emit, wraps the
+// outbox's: outbox.ErrTooLarge, outbox.ErrFull (the translator keeps the event and may retry
+// later) or outbox.ErrClosed (the agent is stopping).
+func (a *Agent) Accept(ctx context.Context, translator string, e event.Valid) error {
 	a.mu.Lock()
 	a.lastEvent[translator] = time.Now()
 	a.mu.Unlock()
-	err := a.o.Outbox.Add(ctx, translator, e)
+	err := a.o.Outbox.AddValid(ctx, translator, e)
 	if err != nil {
 		reason := "error"
-		switch _, invalid := event.AsValidationError(err); {
-		case invalid:
-			reason = "invalid"
+		switch {
 		case errors.Is(err, outbox.ErrFull):
 			reason = "full"
 		case errors.Is(err, outbox.ErrTooLarge):

@@ -67,7 +67,11 @@ func killHelper(path, core string) {
 	}
 	go a.Run(ctx)
 	for i := 0; ; i++ {
-		if err := a.Accept(ctx, "sip", ring(i)); err != nil {
+		v, err := event.Check(ring(i))
+		if err == nil {
+			err = a.Accept(ctx, "sip", v)
+		}
+		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(3)
 		}
@@ -258,7 +262,11 @@ func newRigClient(t *testing.T, dir string, cl *sdk.Client, workers int, pre ...
 func (r *rig) accept(t *testing.T, evs ...event.Event) {
 	t.Helper()
 	for _, e := range evs {
-		if err := r.a.Accept(t.Context(), "sip", e); err != nil {
+		v, err := event.Check(e)
+		if err != nil {
+			t.Fatalf("check: %v", err)
+		}
+		if err := r.a.Accept(t.Context(), "sip", v); err != nil {
 			t.Fatalf("accept: %v", err)
 		}
 	}

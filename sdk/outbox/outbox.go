@@ -273,18 +273,25 @@ func (o *Outbox) DeadLetterPath() string { return o.deadPath }
 // providerCallId.
 func CallKey(e *event.Event) string { return e.EffectiveProvider() + "\x00" + e.ProviderCallID }
 
-// Add validates e and stores its canonical JSON as added by source. It returns nil only once the
-// event is on disk (the transaction committed and the write-ahead log was synced), so that the
-// caller may tell whoever handed it the event that it was taken. It fails, storing nothing, with
-// a *event.ValidationError for an invalid event, ErrTooLarge, ErrFull when the outbox is at one
-// of its limits, ErrClosed, or a database error.
+// Add validates e and stores its canonical JSON as added by source: AddValid of event.Check(e).
+// It fails, storing nothing, with a *event.ValidationError for an invalid event, or as AddValid
+// does.
 func (o *Outbox) Add(ctx context.Context, source string, e event.Event) error {
-	if err := e.Validate(); err != nil {
-		return fmt.Errorf("outbox: add: %w", err)
-	}
-	body, err := e.MarshalJSON()
+	v, err := event.Check(e)
 	if err != nil {
 		return fmt.Errorf("outbox: add: %w", err)
+	}
+	return o.AddValid(ctx, source, v)
+}
+
+// AddValid stores v's JSON, as it is, as added by source. It returns nil only once the event is
+// on disk (the transaction committed and the write-ahead log was synced), so that the caller may
+// tell whoever handed it the event that it was taken. It fails, storing nothing, with
+// ErrTooLarge, ErrFull when the outbox is at one of its limits, ErrClosed, or a database error.
+func (o *Outbox) AddValid(ctx context.Context, source string, v event.Valid) error {
+	body, e := v.JSON(), v.Event()
+	if len(body) == 0 {
+		return errors.New("outbox: add: no event (a zero event.Valid)")
 	}
 	if len(body) > MaxEventBytes {
 		return fmt.Errorf("outbox: add: %w: %d bytes, at most %d", ErrTooLarge, len(body), MaxEventBytes)
@@ -303,8 +310,8 @@ func (o *Outbox) Add(ctx context.Context, source string, e event.Event) error {
 	}
 	// Once begun, the insert runs to its end: a context ending mid-way could otherwise report
 	// an insert that did commit as failed, and the event would be stored but not counted.
-	_, err = o.db.ExecContext(context.WithoutCancel(ctx), `INSERT INTO outbox (source, call_key, type, body, size, added_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, source, CallKey(&e), string(e.Type), body, len(body), time.Now().UnixNano())
+	_, err := o.db.ExecContext(context.WithoutCancel(ctx), `INSERT INTO outbox (source, call_key, type, body, size, added_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, source, CallKey(e), string(e.Type), body, len(body), time.Now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("outbox: add: %w", err)
 	}

@@ -142,6 +142,28 @@ func TestStoresCanonicalJSON(t *testing.T) {
 	}
 }
 
+// TestAddValidStoresTheBytesAsGiven: an event validated on its way in (event.ParseOne) is stored
+// as its bytes, not decoded or encoded again; the zero Valid is refused.
+func TestAddValidStoresTheBytesAsGiven(t *testing.T) {
+	ob := open(t, filepath.Join(t.TempDir(), "o.db"), outbox.Options{})
+	canonical, _ := json.Marshal(ev("a", event.CallEnded, 1))
+	given := []byte(strings.ReplaceAll(string(canonical), ",", ", "))
+	v, err := event.ParseOne(given)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.AddValid(t.Context(), "sip", v); err != nil {
+		t.Fatal(err)
+	}
+	items, _ := ob.Peek(t.Context(), 1)
+	if len(items) != 1 || string(items[0].Body) != string(given) || items[0].CallKey != outbox.CallKey(v.Event()) {
+		t.Fatalf("stored %+v, want the bytes given, %s", items, given)
+	}
+	if err := ob.AddValid(t.Context(), "sip", event.Valid{}); err == nil {
+		t.Fatal("the zero Valid was stored")
+	}
+}
+
 func TestOrdering(t *testing.T) {
 	ctx := t.Context()
 	ob := open(t, filepath.Join(t.TempDir(), "o.db"), outbox.Options{})
