@@ -16,7 +16,6 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/callwire/callwire/sdk/event"
-	pb "github.com/callwire/callwire/sdk/translator/wire"
 )
 
 // TranslatorSpec says how to run one translator.
@@ -310,9 +309,10 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 	}
 	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
 	setProcAttr(cmd)
+	handshake, plugins := pluginConfig()
 	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  pb.Handshake(),
-		Plugins:          pb.Plugins(nil),
+		HandshakeConfig:  handshake,
+		Plugins:          plugins,
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           newHostLogger(ctx, log),
@@ -329,13 +329,9 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 	if err != nil {
 		return startError(spec.Command[0], err)
 	}
-	raw, err := rpc.Dispense(pb.PluginName)
+	tc, err := dispense(rpc)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
-	}
-	tc, ok := raw.(pb.TranslatorClient)
-	if !ok {
-		return fmt.Errorf("start: unexpected client type %T", raw)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -348,22 +344,13 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 	// The run outlives ctx by the grace period: events emitted while stopping are still taken.
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
-	stream, err := tc.Run(runCtx)
-	if err != nil {
-		return fmt.Errorf("run: %w", err)
-	}
-	var sendMu sync.Mutex
-	send := func(m *pb.HostMessage) error {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		return stream.Send(pb.ValidUTF8(m))
-	}
 	config := spec.Config
 	if len(config) == 0 {
 		config = json.RawMessage(`{}`)
 	}
-	if err := send(&pb.HostMessage{Msg: &pb.HostMessage_Start{Start: &pb.Start{Config: config}}}); err != nil {
-		return fmt.Errorf("run: send config: %w", err)
+	stream, err := tc.run(runCtx, config)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
 	}
 	h.update(i, func(s *TranslatorStatus) {
 		s.Running, s.PID, s.Started = true, pid, time.Now()
@@ -375,7 +362,7 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 	log.Info("translator started", "pid", pid)
 
 	result := make(chan error, 1)
-	go func() { result <- h.pump(runCtx, spec.Name, stream, send, log) }()
+	go func() { result <- h.pump(runCtx, spec.Name, stream, log) }()
 	healthDone := make(chan struct{})
 	go func() {
 		defer close(healthDone)
@@ -386,7 +373,7 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 	select {
 	case runErr = <-result:
 	case <-ctx.Done():
-		if err := send(&pb.HostMessage{Msg: &pb.HostMessage_Stop{Stop: &pb.Stop{}}}); err != nil {
+		if err := stream.stop(); err != nil {
 			log.Debug("could not ask translator to stop", "error", err)
 		}
 		grace := time.NewTimer(h.opts.StopGrace)
@@ -407,49 +394,44 @@ func (h *Host) runOnce(ctx context.Context, i int, log *slog.Logger) error {
 // pump reads the translator's messages until its run ends, hands each event to the sink and
 // answers it. It returns the translator's own error when it said it was done, and otherwise why
 // the stream broke.
-func (h *Host) pump(ctx context.Context, name string, stream pb.Translator_RunClient, send func(*pb.HostMessage) error, log *slog.Logger) error {
+func (h *Host) pump(ctx context.Context, name string, stream runStream, log *slog.Logger) error {
 	for {
-		m, err := stream.Recv()
+		m, err := stream.next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return errors.New("translator closed its run without saying it was done")
 			}
 			return fmt.Errorf("translator process exited or lost its connection: %w", err)
 		}
-		switch msg := m.GetMsg().(type) {
-		case *pb.TranslatorMessage_Done:
-			if e := msg.Done.GetError(); e != "" {
-				return fmt.Errorf("translator returned: %s", e)
+		if m.event == nil {
+			if m.doneErr != "" {
+				return fmt.Errorf("translator returned: %s", m.doneErr)
 			}
 			return nil
-		case *pb.TranslatorMessage_Event:
-			ack := h.accept(ctx, name, msg.Event, log)
-			if err := send(&pb.HostMessage{Msg: &pb.HostMessage_Ack{Ack: ack}}); err != nil {
-				return fmt.Errorf("translator process exited or lost its connection: %w", err)
-			}
+		}
+		if err := stream.ack(h.accept(ctx, name, m.event, log)); err != nil {
+			return fmt.Errorf("translator process exited or lost its connection: %w", err)
 		}
 	}
 }
 
 // accept decodes and validates one emitted event and hands it to the sink. An invalid event is
 // refused with its problems and never reaches the sink.
-func (h *Host) accept(ctx context.Context, name string, ev *pb.Event, log *slog.Logger) *pb.Ack {
-	ack := &pb.Ack{Id: ev.GetId()}
-	valid, err := event.ParseOne(ev.GetJson())
+func (h *Host) accept(ctx context.Context, name string, ev *emitted, log *slog.Logger) eventAck {
+	ack := eventAck{id: ev.id}
+	valid, err := event.ParseOne(ev.json)
 	if err != nil {
-		ack.Error = "invalid event: " + err.Error()
+		ack.err = "invalid event: " + err.Error()
 		if ve, ok := event.AsValidationError(err); ok {
-			for _, p := range ve.Problems {
-				ack.Problems = append(ack.Problems, &pb.Problem{Field: p.Field, Message: p.Message})
-			}
+			ack.problems = ve.Problems
 		}
 		log.Warn("translator emitted an invalid event; refused", "problems", err.Error())
 		return ack
 	}
 	if err := h.opts.Sink.Accept(ctx, name, valid); err != nil {
-		ack.Error = err.Error()
-		if ack.Error == "" {
-			ack.Error = "refused"
+		ack.err = err.Error()
+		if ack.err == "" {
+			ack.err = "refused"
 		}
 		log.Warn("sink refused an event", "error", err)
 	}
@@ -461,24 +443,20 @@ func (h *Host) accept(ctx context.Context, name string, ev *pb.Event, log *slog.
 // logging changes. A translator's health changes most while it starts (it connects to its phone
 // system then), so the checks are closest together there; the wait is measured from one answer
 // to the next question, so a slow answer never makes checks pile up.
-func (h *Host) pollHealth(ctx context.Context, i int, tc pb.TranslatorClient, log *slog.Logger) {
+func (h *Host) pollHealth(ctx context.Context, i int, tc conn, log *slog.Logger) {
 	wait := min(healthRecheck, h.opts.HealthInterval)
 	next := time.NewTimer(wait) // reset after each answer, before it is waited on
 	defer next.Stop()
 	first, was := true, false
 	for {
 		cctx, cancel := context.WithTimeout(ctx, h.opts.HealthTimeout)
-		resp, err := tc.Health(cctx, &pb.HealthRequest{})
+		problem, err := tc.health(cctx)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		problem := ""
-		switch {
-		case err != nil:
+		if err != nil {
 			problem = "health check failed: " + err.Error()
-		case resp.GetSupported():
-			problem = resp.GetError()
 		}
 		healthy := problem == ""
 		h.update(i, func(s *TranslatorStatus) {
@@ -506,7 +484,7 @@ func startError(path string, err error) error {
 	text := err.Error()
 	switch {
 	case strings.Contains(text, "incompatible API version"):
-		return fmt.Errorf("handshake: translator speaks another protocol version than this agent's %d: %w", pb.ProtocolVersion, err)
+		return fmt.Errorf("handshake: translator speaks another protocol version than this agent's %d: %w", protocolVersion, err)
 	case strings.Contains(text, "Unrecognized remote plugin message"), strings.Contains(text, "exited before we could connect"):
 		lines := strings.Split(strings.TrimSpace(text), "\n")
 		first := strings.TrimSpace(lines[0])
