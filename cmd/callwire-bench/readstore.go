@@ -127,7 +127,7 @@ func openReadSQLite(ctx context.Context, o options, events int64, logf func(stri
 		_, _, after := readFillState(ctx, scan)
 		return st, info, ok && before == after && !o.readRefill, after, nil
 	}
-	st, info, ok, version, err := open()
+	st, info, ok, _, err := open()
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +140,7 @@ func openReadSQLite(ctx context.Context, o options, events int64, logf func(stri
 			}
 		}
 		logf("embedded store %s: filling with %d events", path, events)
+		var version int64
 		if st, _, _, version, err = open(); err != nil {
 			return nil, err
 		}

@@ -247,7 +247,7 @@ func TestConstructors(t *testing.T) {
 	if p := Anonymous(); *p != (Party{Kind: KindAnonymous}) {
 		t.Errorf("Anonymous = %#v", p)
 	}
-	if Anonymous() == Anonymous() {
+	if a, b := Anonymous(), Anonymous(); a == b {
 		t.Errorf("Anonymous shares its result")
 	}
 	v := 3

@@ -89,7 +89,7 @@ func killMidCall(t *testing.T, bin string, killAgent bool) {
 		// The translator, its child, goes with it (it watches its parent); the agent comes back
 		// on the same configuration, outbox and cursor file.
 		e2etest.NoProcess(t, bin+"\x00translator\x00")
-		agent = e2etest.StartAgent(t, bin, adir)
+		e2etest.StartAgent(t, bin, adir)
 	} else if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -349,8 +349,8 @@ func TestPoll(t *testing.T) {
 	}
 	p := newPoller()
 	// The agent refuses the first event: the poll fails and the cursor stays where it was.
-	out.failN = 1
 	out.mu.Lock()
+	out.failN = 1
 	out.mu.Unlock()
 	failing := &poller{}
 	*failing = *p

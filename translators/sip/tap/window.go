@@ -91,9 +91,8 @@ type reorder struct {
 	seq     uint64
 	dueMax  *item // the latest (by before) item whose deadline has passed; nil when none
 
-	lastAt  time.Time // timestamp of the last released message
-	lastSeq uint64
-	anyOut  bool
+	lastAt time.Time // timestamp of the last released message
+	anyOut bool
 
 	seed    maphash.Seed
 	seen    map[dupKey]time.Time // key to the HEP timestamp of its latest copy
