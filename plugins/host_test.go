@@ -19,6 +19,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/sdk/translator"
@@ -246,24 +247,13 @@ func alive(pid int) bool {
 	return p.Signal(syscall.Signal(0)) == nil
 }
 
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestEventsArriveInOrder(t *testing.T) {
 	sink := &recordingSink{}
 	hs := start(t, sink, plugins.HostOptions{Translators: []plugins.TranslatorSpec{
 		spec("alpha", `{"events": 25, "callId": "alpha-1"}`),
 		spec("beta", `{"events": 10, "callId": "beta-1"}`),
 	}})
-	waitFor(t, "35 events", 10*time.Second, func() bool { return len(sink.taken()) == 35 })
+	testwait.Until(t, 10*time.Second, "35 events", func() bool { return len(sink.taken()) == 35 })
 	for name, n := range map[string]int{"alpha": 25, "beta": 10} {
 		got := sink.sequences(name)
 		if len(got) != n {
@@ -316,7 +306,7 @@ func TestEmitReturnsOnlyAfterAccept(t *testing.T) {
 		default:
 		}
 		sink.gate <- struct{}{}
-		waitFor(t, fmt.Sprintf("Emit of event %d to return", seq), 5*time.Second, func() bool {
+		testwait.Until(t, 5*time.Second, fmt.Sprintf("Emit of event %d to return", seq), func() bool {
 			return len(hs.logs.find("emitted", "translator", "gated", "seq", seq)) == 1
 		})
 	}
@@ -332,7 +322,7 @@ func TestSinkErrorReachesEmit(t *testing.T) {
 	hs := start(t, sink, plugins.HostOptions{Translators: []plugins.TranslatorSpec{
 		spec("pbx", `{"events": 3, "callId": "pbx-1"}`),
 	}})
-	waitFor(t, "the refusal to reach the translator", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "the refusal to reach the translator", func() bool {
 		return len(hs.logs.find("emit failed", "translator", "pbx", "seq", 2)) == 1
 	})
 	r := hs.logs.find("emit failed", "translator", "pbx", "seq", 2)[0]
@@ -342,7 +332,7 @@ func TestSinkErrorReachesEmit(t *testing.T) {
 	if r["level"] != "WARN" {
 		t.Errorf("forwarded warning logged at %v", r["level"])
 	}
-	waitFor(t, "events 1 and 3", 5*time.Second, func() bool { return len(sink.taken()) == 2 })
+	testwait.Until(t, 5*time.Second, "events 1 and 3", func() bool { return len(sink.taken()) == 2 })
 	if got := sink.sequences("pbx"); fmt.Sprint(got) != "[1 3]" {
 		t.Errorf("sink took %v, want [1 3]", got)
 	}
@@ -353,14 +343,14 @@ func TestInvalidEventIsRefusedWithProblems(t *testing.T) {
 	hs := start(t, sink, plugins.HostOptions{Translators: []plugins.TranslatorSpec{
 		spec("sloppy", `{"events": 3, "callId": "sloppy-1", "invalid": [2]}`),
 	}})
-	waitFor(t, "the refusal to reach the translator", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "the refusal to reach the translator", func() bool {
 		return len(hs.logs.find("emit refused as invalid", "translator", "sloppy", "seq", 2)) == 1
 	})
 	r := hs.logs.find("emit refused as invalid", "translator", "sloppy", "seq", 2)[0]
 	if r["field"] != "call.direction" || !strings.Contains(fmt.Sprint(r["problem"]), "inbound") {
 		t.Errorf("the translator did not get the problem: %v", r)
 	}
-	waitFor(t, "events 1 and 3", 5*time.Second, func() bool { return len(sink.taken()) == 2 })
+	testwait.Until(t, 5*time.Second, "events 1 and 3", func() bool { return len(sink.taken()) == 2 })
 	if got := sink.sequences("sloppy"); fmt.Sprint(got) != "[1 3]" {
 		t.Errorf("sink took %v, want [1 3]: an invalid event must never reach it", got)
 	}
@@ -383,10 +373,10 @@ func TestLogsAreForwardedAndStdoutIsNot(t *testing.T) {
 	hs := start(t, sink, plugins.HostOptions{Translators: []plugins.TranslatorSpec{
 		spec("chatty", `{"events": 1, "callId": "chatty-1", "logs": ["hello from the translator"], "stdout": "this is not for stdout"}`),
 	}})
-	waitFor(t, "the translator's log line", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "the translator's log line", func() bool {
 		return len(hs.logs.find("hello from the translator", "translator", "chatty", "level", "INFO")) == 1
 	})
-	waitFor(t, "the stdout warning", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "the stdout warning", func() bool {
 		return len(hs.logs.find("translator wrote to stdout, which is reserved for the protocol; use log/slog",
 			"translator", "chatty", "line", "this is not for stdout", "level", "WARN")) == 1
 	})
@@ -410,7 +400,7 @@ func TestHealthIsPolled(t *testing.T) {
 		spec("well", `{"callId": "well-1"}`),
 	}})
 	// The first check may come before Run has read the configuration that makes "ill" ill.
-	waitFor(t, "both health checks", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "both health checks", func() bool {
 		st := hs.host.Status()
 		return st[0].HealthError != "" && !st[1].HealthChecked.IsZero()
 	})
@@ -421,12 +411,12 @@ func TestHealthIsPolled(t *testing.T) {
 	if !st[1].Healthy || st[1].HealthError != "" {
 		t.Errorf("well: %+v", st[1])
 	}
-	waitFor(t, "the unhealthy warning", 5*time.Second, func() bool {
+	testwait.Until(t, 5*time.Second, "the unhealthy warning", func() bool {
 		return len(hs.logs.find("translator is unhealthy", "translator", "ill", "reason", "no packets from the PBX for 5m")) == 1
 	})
 	// Polling goes on, but a translator that stays unhealthy is reported once.
 	first := st[0].HealthChecked
-	waitFor(t, "a later health check", 5*time.Second, func() bool { return hs.host.Status()[0].HealthChecked.After(first) })
+	testwait.Until(t, 5*time.Second, "a later health check", func() bool { return hs.host.Status()[0].HealthChecked.After(first) })
 	if n := len(hs.logs.find("translator is unhealthy")); n != 1 {
 		t.Errorf("unhealthy reported %d times", n)
 	}
@@ -442,12 +432,12 @@ func TestHostReadsHealthSoonAfterLaunch(t *testing.T) {
 		spec("ill", `{"callId": "ill-1", "unhealthy": "no packets from the PBX for 5m"}`),
 		spec("well", `{"callId": "well-1"}`),
 	}})
-	waitFor(t, "ill unhealthy and well healthy", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "ill unhealthy and well healthy", func() bool {
 		st := hs.host.Status()
 		return st[0].Running && st[0].HealthError == "no packets from the PBX for 5m" && !st[0].Healthy &&
 			st[1].Running && st[1].Healthy && !st[1].HealthChecked.IsZero()
 	})
-	waitFor(t, "the unhealthy warning", 5*time.Second, func() bool {
+	testwait.Until(t, 5*time.Second, "the unhealthy warning", func() bool {
 		return len(hs.logs.find("translator is unhealthy", "translator", "ill", "reason", "no packets from the PBX for 5m")) == 1
 	})
 }
@@ -465,16 +455,16 @@ func TestHostSeesATranslatorConnect(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the translator emitted nothing")
 	}
-	waitFor(t, "the translator read as connecting", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "the translator read as connecting", func() bool {
 		st := hs.host.Status()[0]
 		return st.Running && !st.Healthy && st.HealthError == "not logged in to the PBX yet"
 	})
 	close(sink.gate)
-	waitFor(t, "the translator read as healthy", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "the translator read as healthy", func() bool {
 		st := hs.host.Status()[0]
 		return st.Running && st.Healthy && st.HealthError == ""
 	})
-	waitFor(t, "the recovery logged", 5*time.Second, func() bool {
+	testwait.Until(t, 5*time.Second, "the recovery logged", func() bool {
 		return len(hs.logs.find("translator is healthy again", "translator", "pbx")) == 1
 	})
 	if st := hs.host.Status()[0]; st.Restarts != 0 || st.LastError != "" {
@@ -489,7 +479,7 @@ func TestHostReportsStartingUntilTheFirstAnswer(t *testing.T) {
 	hs := start(t, sink, plugins.HostOptions{HealthTimeout: time.Hour, Translators: []plugins.TranslatorSpec{
 		{Name: "mute", Command: []string{translatorBin, "-hang-health"}, Config: json.RawMessage(`{"callId": "mute-1"}`)},
 	}})
-	waitFor(t, "the run to start", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "the run to start", func() bool {
 		return len(hs.logs.find("run started", "translator", "mute")) == 1
 	})
 	st := hs.host.Status()[0]
@@ -506,7 +496,7 @@ func TestCrashedTranslatorIsRestartedWithBackoff(t *testing.T) {
 		Translators: []plugins.TranslatorSpec{spec("crashy", `{"events": 2, "callId": "crashy-1", "crashAfter": 1}`)},
 	})
 	// Each run has its first event taken, then exits with status 3.
-	waitFor(t, "five runs", 15*time.Second, func() bool { return len(sink.taken()) >= 5 })
+	testwait.Until(t, 15*time.Second, "five runs", func() bool { return len(sink.taken()) >= 5 })
 	runs := sink.taken()[:5]
 	want := []time.Duration{min, 2 * min, max, max}
 	for i, w := range want {
@@ -533,7 +523,7 @@ func TestCrashedTranslatorIsRestartedWithBackoff(t *testing.T) {
 	if !strings.Contains(st.LastError, "exited") {
 		t.Errorf("LastError = %q", st.LastError)
 	}
-	waitFor(t, "five crashes logged", 5*time.Second, func() bool {
+	testwait.Until(t, 5*time.Second, "five crashes logged", func() bool {
 		return len(hs.logs.find("crashing on purpose", "translator", "crashy", "level", "WARN")) >= 5
 	})
 	if len(hs.logs.find("translator ended; restarting it", "translator", "crashy", "restart_in", float64(max.Nanoseconds()))) == 0 {
@@ -547,7 +537,7 @@ func TestTranslatorThatReturnsIsRestarted(t *testing.T) {
 		spec("failing", `{"events": 1, "callId": "failing-1", "fail": "lost the PBX"}`),
 		spec("quitter", `{"events": 1, "callId": "quitter-1", "exit": true}`),
 	}})
-	waitFor(t, "restarts", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "restarts", func() bool {
 		st := hs.host.Status()
 		return st[0].Restarts >= 2 && st[1].Restarts >= 2
 	})
@@ -570,7 +560,7 @@ func TestShutdownStopsEveryProcess(t *testing.T) {
 			spec("stubborn", `{"events": 1, "callId": "stubborn-1", "ignoreStop": true}`),
 		},
 	})
-	waitFor(t, "both running", 10*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "both running", func() bool {
 		st := hs.host.Status()
 		return st[0].Running && st[1].Running && len(sink.taken()) == 2
 	})
@@ -616,7 +606,7 @@ func TestProtocolVersionMismatch(t *testing.T) {
 	hs := start(t, &recordingSink{}, plugins.HostOptions{Translators: []plugins.TranslatorSpec{
 		{Name: "future", Command: []string{translatorBin, "-protocol", "2"}},
 	}})
-	waitFor(t, "the handshake to fail", 10*time.Second, func() bool { return hs.host.Status()[0].LastError != "" })
+	testwait.Until(t, 10*time.Second, "the handshake to fail", func() bool { return hs.host.Status()[0].LastError != "" })
 	msg := hs.host.Status()[0].LastError
 	for _, want := range []string{"protocol version", "agent's 1", "Plugin version: 2"} {
 		if !strings.Contains(msg, want) {
@@ -669,7 +659,7 @@ func TestImpostorBacksOff(t *testing.T) {
 		MinBackoff: min, MaxBackoff: max,
 		Translators: []plugins.TranslatorSpec{{Name: "impostor", Command: []string{"/bin/true"}}},
 	})
-	waitFor(t, "four restarts", 15*time.Second, func() bool { return hs.host.Status()[0].Restarts >= 4 })
+	testwait.Until(t, 15*time.Second, "four restarts", func() bool { return hs.host.Status()[0].Restarts >= 4 })
 	st := hs.host.Status()[0]
 	if st.Running {
 		t.Errorf("impostor: running")
@@ -692,7 +682,7 @@ func TestBackoffResetsAfterAHealthyRun(t *testing.T) {
 		MinBackoff: min, MaxBackoff: time.Second, ResetAfter: time.Nanosecond, // every run counts as long
 		Translators: []plugins.TranslatorSpec{spec("brief", `{"events": 1, "callId": "brief-1", "exit": true}`)},
 	})
-	waitFor(t, "restarts", 10*time.Second, func() bool { return hs.host.Status()[0].Restarts >= 3 })
+	testwait.Until(t, 10*time.Second, "restarts", func() bool { return hs.host.Status()[0].Restarts >= 3 })
 	ends := hs.logs.find("translator ended; restarting it", "translator", "brief")
 	if len(ends) < 3 {
 		t.Fatalf("%d restarts logged", len(ends))
@@ -751,7 +741,7 @@ func TestLongRunsNeverGiveUp(t *testing.T) {
 		GiveUpAfter: 2, ResetAfter: time.Nanosecond, // every run counts as long
 		Translators: []plugins.TranslatorSpec{spec("brief", `{"events": 1, "callId": "brief-1", "exit": true}`)},
 	})
-	waitFor(t, "restarts", 10*time.Second, func() bool { return hs.host.Status()[0].Restarts >= 4 })
+	testwait.Until(t, 10*time.Second, "restarts", func() bool { return hs.host.Status()[0].Restarts >= 4 })
 	select {
 	case err := <-hs.done:
 		t.Fatalf("Run ended: %v", err)
@@ -817,7 +807,7 @@ func TestInvalidUTF8CrossesTheProtocol(t *testing.T) {
 			field:  "Done.error, translator to host",
 			config: `{"events": 1, "callId": "done-1", "fail": "\\xff\\xfe lost the PBX"}`,
 			check: func(t *testing.T, hs *harness) {
-				waitFor(t, "the event of a restarted run", 10*time.Second, func() bool { return len(hs.sink.taken()) >= 2 })
+				testwait.Until(t, 10*time.Second, "the event of a restarted run", func() bool { return len(hs.sink.taken()) >= 2 })
 				if got, want := hs.host.Status()[0].LastError, "translator returned: \uFFFD lost the PBX"; got != want {
 					t.Errorf("LastError = %q, want %q", got, want)
 				}
@@ -827,7 +817,7 @@ func TestInvalidUTF8CrossesTheProtocol(t *testing.T) {
 			field:  "HealthResponse.error, translator to host",
 			config: `{"events": 1, "callId": "ill-1", "unhealthy": "\\xff\\xfe no packets", "afterIll": 2}`,
 			check: func(t *testing.T, hs *harness) {
-				waitFor(t, "the events emitted after the health check", 10*time.Second, func() bool {
+				testwait.Until(t, 10*time.Second, "the events emitted after the health check", func() bool {
 					return len(hs.sink.taken()) == 3 && hs.host.Status()[0].HealthError != ""
 				})
 				st := hs.host.Status()[0]
@@ -849,14 +839,14 @@ func TestInvalidUTF8CrossesTheProtocol(t *testing.T) {
 				return nil
 			},
 			check: func(t *testing.T, hs *harness) {
-				waitFor(t, "the refusal to reach the translator", 10*time.Second, func() bool {
+				testwait.Until(t, 10*time.Second, "the refusal to reach the translator", func() bool {
 					return len(hs.logs.find("emit failed", "seq", 2)) > 0
 				})
 				r := hs.logs.find("emit failed", "seq", 2)[0]
 				if want := "agent refused the event: \uFFFD outbox full"; r["error"] != want || r["refused"] != true {
 					t.Errorf("the translator's Emit got %q (refused: %v), want %q (refused: true)", r["error"], r["refused"], want)
 				}
-				waitFor(t, "event 3", 10*time.Second, func() bool { return len(hs.sink.taken()) >= 2 })
+				testwait.Until(t, 10*time.Second, "event 3", func() bool { return len(hs.sink.taken()) >= 2 })
 				if got := hs.sink.sequences("t"); fmt.Sprint(got) != "[1 3]" {
 					t.Errorf("sink took %v, want [1 3]", got)
 				}
@@ -869,14 +859,14 @@ func TestInvalidUTF8CrossesTheProtocol(t *testing.T) {
 			field:  "Event.json (bytes), translator to host",
 			config: `{"events": 3, "callId": "raw-1", "rawBad": [2]}`,
 			check: func(t *testing.T, hs *harness) {
-				waitFor(t, "the refusal to reach the translator", 10*time.Second, func() bool {
+				testwait.Until(t, 10*time.Second, "the refusal to reach the translator", func() bool {
 					return len(hs.logs.find("emit refused as invalid", "seq", 2)) > 0
 				})
 				r := hs.logs.find("emit refused as invalid", "seq", 2)[0]
 				if r["field"] != "body" || r["problem"] != "is not valid UTF-8" {
 					t.Errorf("the translator got %v: %v, want body: is not valid UTF-8", r["field"], r["problem"])
 				}
-				waitFor(t, "event 3", 10*time.Second, func() bool { return len(hs.sink.taken()) >= 2 })
+				testwait.Until(t, 10*time.Second, "event 3", func() bool { return len(hs.sink.taken()) >= 2 })
 				if got := hs.sink.sequences("t"); fmt.Sprint(got) != "[1 3]" {
 					t.Errorf("sink took %v, want [1 3]", got)
 				}

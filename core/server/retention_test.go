@@ -7,6 +7,7 @@ import (
 
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/server"
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // clock is a server clock the test moves.
@@ -25,17 +26,6 @@ func (c *clock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
-}
-
-// poll checks cond every millisecond until it holds, and fails the test if it does not within
-// ten seconds.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited in vain for %s", what)
-		}
-	}
 }
 
 // TestRetentionSweepsAsTheServerRuns: a running server removes an organization's calls once its
@@ -72,13 +62,13 @@ func TestRetentionSweepsAsTheServerRuns(t *testing.T) {
 		clk.advance(23 * time.Hour)
 		// Two batches start after the clock moved: the second ran wholly on it.
 		batches := e.metric("callwire_retention_batch_seconds_count")
-		poll(t, "two more batches", func() bool { return e.metric("callwire_retention_batch_seconds_count") >= batches+2 })
+		testwait.Until(t, 10*time.Second, "two more batches", func() bool { return e.metric("callwire_retention_batch_seconds_count") >= batches+2 })
 		if ts := e.metric("callwire_retention_last_sweep_timestamp_seconds"); ts != float64(clk.Now().UnixNano())/1e9 {
 			t.Errorf("callwire_retention_last_sweep_timestamp_seconds = %v, want the clock's %v", ts, clk.Now())
 		}
 		e.call(e.org, "sip", "r1")
 		clk.advance(2 * time.Hour)
-		poll(t, "both calls removed", func() bool { return e.metric("callwire_retention_calls_removed_total") == 2 })
+		testwait.Until(t, 10*time.Second, "both calls removed", func() bool { return e.metric("callwire_retention_calls_removed_total") == 2 })
 		e.absent(e.org, "sip", "r1")
 		e.absent(e.org, "sip", "r2")
 		if n := e.metric("callwire_retention_events_removed_total"); n != 4 {

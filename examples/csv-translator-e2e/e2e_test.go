@@ -23,6 +23,7 @@ import (
 
 	"github.com/callwire/callwire/cmd/callwire/e2etest"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/sdktest"
 )
 
@@ -180,7 +181,7 @@ func landed(t *testing.T, st store.Store, org string, calls []string) int {
 func exactlyOnce(t *testing.T, c *e2etest.Core, a *e2etest.Agent, l *callLog) {
 	t.Helper()
 	st := c.OpenStore()
-	e2etest.Eventually(t, 30*time.Second, fmt.Sprintf("all %d calls to land at the core", len(l.calls)), func() bool {
+	testwait.Until(t, 30*time.Second, fmt.Sprintf("all %d calls to land at the core", len(l.calls)), func() bool {
 		return landed(t, st, c.Org, l.calls) == len(l.calls)
 	})
 	for _, id := range l.calls {
@@ -196,7 +197,7 @@ func exactlyOnce(t *testing.T, c *e2etest.Core, a *e2etest.Agent, l *callLog) {
 			t.Errorf("call %s (%s) has events %v, want each of %v once", id, call.ID, keys, wantKeys())
 		}
 	}
-	e2etest.Eventually(t, 10*time.Second, "the outbox to be empty", func() bool {
+	testwait.Until(t, 10*time.Second, "the outbox to be empty", func() bool {
 		return a.Metric(t, "callwire_agent_outbox_events") == 0
 	})
 }
@@ -232,13 +233,13 @@ func TestTranslatorKilled(t *testing.T) {
 	a := startAgent(t, dir)
 	first := a.TranslatorPIDs()[0]
 	wait := l.feed(60, 15*time.Millisecond)
-	e2etest.Eventually(t, 10*time.Second, "the agent to take some events", func() bool {
+	testwait.Until(t, 10*time.Second, "the agent to take some events", func() bool {
 		return a.Metric(t, "callwire_agent_events_accepted_total") >= 20
 	})
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill the translator: %v", err)
 	}
-	e2etest.Eventually(t, 15*time.Second, "the host to start the translator again", func() bool {
+	testwait.Until(t, 15*time.Second, "the host to start the translator again", func() bool {
 		pids := a.TranslatorPIDs()
 		return len(pids) >= 2 && pids[len(pids)-1] != first
 	})
@@ -262,12 +263,12 @@ func TestNetworkCut(t *testing.T) {
 	writeAgentConfig(t, dir, "http://"+p.Addr(), c.ClientID, c.Secret)
 	a := startAgent(t, dir)
 	wait := l.feed(80, 50*time.Millisecond)
-	e2etest.Eventually(t, 10*time.Second, "the core to acknowledge some events", func() bool {
+	testwait.Until(t, 10*time.Second, "the core to acknowledge some events", func() bool {
 		return a.Metric(t, "callwire_agent_events_sent_total") >= 12
 	})
 	p.Cut()
 	down := time.Now()
-	e2etest.Eventually(t, 5*time.Second, "events to queue in the outbox while the network is down", func() bool {
+	testwait.Until(t, 5*time.Second, "events to queue in the outbox while the network is down", func() bool {
 		return a.Metric(t, "callwire_agent_events_queued") > 0
 	})
 	// The outage lasts five seconds, while the call log keeps growing.
@@ -289,17 +290,17 @@ func TestCoreDownAgentKilled(t *testing.T) {
 	writeAgentConfig(t, dir, c.URL(), c.ClientID, c.Secret)
 	a := startAgent(t, dir)
 	wait := l.feed(40, 20*time.Millisecond)
-	e2etest.Eventually(t, 10*time.Second, "the core to acknowledge some events", func() bool {
+	testwait.Until(t, 10*time.Second, "the core to acknowledge some events", func() bool {
 		return a.Metric(t, "callwire_agent_events_sent_total") >= 12
 	})
 	c.Stop()
 	wait()
 	total := float64(len(l.calls) * len(wantKeys()))
-	e2etest.Eventually(t, 10*time.Second, "the agent to take every line while the core is down", func() bool {
+	testwait.Until(t, 10*time.Second, "the agent to take every line while the core is down", func() bool {
 		return a.Metric(t, "callwire_agent_events_accepted_total") >= total
 	})
 	var queued float64
-	e2etest.Eventually(t, 5*time.Second, "the outbox to hold the events the core could not take", func() bool {
+	testwait.Until(t, 5*time.Second, "the outbox to hold the events the core could not take", func() bool {
 		queued = a.Metric(t, "callwire_agent_events_queued")
 		return queued > 0
 	})
@@ -353,9 +354,9 @@ func TestRetryAfter(t *testing.T) {
 	cred := fake.Credential()
 	writeAgentConfig(t, dir, front.URL, cred.ClientID, cred.Secret)
 	startAgent(t, dir)
-	e2etest.Eventually(t, 10*time.Second, "the first request", func() bool { return len(snapshot()) > 0 })
+	testwait.Until(t, 10*time.Second, "the first request", func() bool { return len(snapshot()) > 0 })
 	l.add(5) // work for every worker while the agent waits
-	e2etest.Eventually(t, 15*time.Second, "every event to reach the fake core", func() bool {
+	testwait.Until(t, 15*time.Second, "every event to reach the fake core", func() bool {
 		return len(fake.Events()) == len(l.calls)*len(wantKeys())
 	})
 	reqs := snapshot()

@@ -26,6 +26,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/plugins/agent"
 	"github.com/callwire/callwire/sdk"
 	"github.com/callwire/callwire/sdk/event"
@@ -272,17 +273,6 @@ func (r *rig) accept(t *testing.T, evs ...event.Event) {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func (r *rig) status(t *testing.T) agent.Status {
 	t.Helper()
 	st, err := r.a.Status(t.Context())
@@ -320,7 +310,7 @@ func TestOrderPerCallAndBatching(t *testing.T) {
 	}
 	r := newRig(t, t.TempDir(), f.URL, fake.Credential(), 3)
 	r.accept(t, added...)
-	waitFor(t, 10*time.Second, "the outbox to drain", r.drained(t))
+	testwait.Until(t, 10*time.Second, "the outbox to drain", r.drained(t))
 
 	got := fake.Events()
 	if len(got) != len(added) {
@@ -390,7 +380,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		}
 		r := newRigClient(t, t.TempDir(), cl, 2)
 		r.accept(t, ev("a", event.CallReceived, 1), ev("b", event.CallEnded, 1))
-		waitFor(t, 10*time.Second, "the outbox to drain", r.drained(t))
+		testwait.Until(t, 10*time.Second, "the outbox to drain", r.drained(t))
 		// Two workers send a and b at once; either may be the one refused.
 		reqs := core.requests()
 		refused := slices.IndexFunc(reqs, func(r frontReq) bool { return r.status == 503 })
@@ -496,7 +486,7 @@ func TestBadRequestGoesToDeadLetterFile(t *testing.T) {
 	// agent sends them one by one and dead-letters only the bad one.
 	r := newRig(t, t.TempDir(), f.URL, fake.Credential(), 1,
 		ev("good1", event.CallEnded, 2), ev("bad", event.CallEnded, 2), ev("good2", event.CallEnded, 2))
-	waitFor(t, 10*time.Second, "the outbox to drain", r.drained(t))
+	testwait.Until(t, 10*time.Second, "the outbox to drain", r.drained(t))
 	var got []string
 	for _, e := range fake.Events() {
 		got = append(got, e.ProviderCallID)
@@ -526,7 +516,7 @@ func TestBadRequestGoesToDeadLetterFile(t *testing.T) {
 	// The fake server's own 400 too: message and trace id reach the file.
 	fake.FailNext(1, 400, 0)
 	r.accept(t, ev("x", event.CallEnded, 1))
-	waitFor(t, 10*time.Second, "the outbox to drain", r.drained(t))
+	testwait.Until(t, 10*time.Second, "the outbox to drain", r.drained(t))
 	dead = readDead(t, r.dead)
 	if len(dead) != 2 || dead[1].Message != "failing as told" || !strings.HasPrefix(dead[1].TraceID, "sdktest-") {
 		t.Fatalf("dead letters %+v", dead)
@@ -538,7 +528,7 @@ func TestUnauthorizedKeepsEvents(t *testing.T) {
 	dir := t.TempDir()
 	r := newRig(t, dir, fake.URL, sdk.Credential{ClientID: "cwid_sdktest", Secret: "wrong"}, 2)
 	r.accept(t, ev("a", event.CallReceived, 1), ev("a", event.CallEnded, 2))
-	waitFor(t, 10*time.Second, "a few refused attempts", func() bool {
+	testwait.Until(t, 10*time.Second, "a few refused attempts", func() bool {
 		return r.status(t).Translators["sip"].Retried >= 6
 	})
 	st := r.status(t)
@@ -551,7 +541,7 @@ func TestUnauthorizedKeepsEvents(t *testing.T) {
 	r.stop()
 	// The credential is fixed: a new agent on the same outbox delivers everything.
 	r2 := newRig(t, dir, fake.URL, fake.Credential(), 2)
-	waitFor(t, 10*time.Second, "the outbox to drain", r2.drained(t))
+	testwait.Until(t, 10*time.Second, "the outbox to drain", r2.drained(t))
 	if n := len(fake.Events()); n != 2 {
 		t.Fatalf("server has %d events", n)
 	}
@@ -567,13 +557,13 @@ func TestOutageThenDrain(t *testing.T) {
 		added = append(added, ev("o"+strconv.Itoa(i%5), event.CallHold, int64(i/5+1)))
 	}
 	r.accept(t, added...)
-	waitFor(t, 10*time.Second, "attempts during the outage", func() bool {
+	testwait.Until(t, 10*time.Second, "attempts during the outage", func() bool {
 		return r.status(t).Translators["sip"].Retried >= 100
 	})
 	// Many 503s from a core that answers but is overloaded, then it comes back at the same address.
 	fake.FailNext(5, 503, 0)
 	f.start()
-	waitFor(t, 10*time.Second, "the outbox to drain", r.drained(t))
+	testwait.Until(t, 10*time.Second, "the outbox to drain", r.drained(t))
 	got := fake.Events()
 	if len(got) != len(added) {
 		t.Fatalf("server has %d events, want %d", len(got), len(added))
@@ -618,7 +608,7 @@ func TestKill9ThenRestartDeliversEverythingOnce(t *testing.T) {
 	cmd.Wait()
 	before := len(fake.Events())
 	r := newRig(t, dir, f.URL, fake.Credential(), 2)
-	waitFor(t, 20*time.Second, "the outbox to drain", r.drained(t))
+	testwait.Until(t, 20*time.Second, "the outbox to drain", r.drained(t))
 	seen := map[string]int{}
 	for _, e := range fake.Events() {
 		seen[key(e)]++
@@ -644,7 +634,7 @@ func TestRefusalNotFromTheCoreKeepsEvents(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	r := newRig(t, t.TempDir(), proxy.URL, sdk.Credential{ClientID: "cwid_sdktest", Secret: "cwsk_sdktest"}, 2)
 	r.accept(t, ev("a", event.CallReceived, 1), ev("a", event.CallEnded, 2))
-	waitFor(t, 10*time.Second, "a few refused attempts", func() bool {
+	testwait.Until(t, 10*time.Second, "a few refused attempts", func() bool {
 		return r.status(t).Translators["sip"].Retried >= 4
 	})
 	if st := r.status(t); st.Queued != 2 || st.DeadLetterTotal != 0 {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/plugins"
 	"github.com/callwire/callwire/plugins/agent"
 	"github.com/callwire/callwire/sdk/sdktest"
@@ -161,7 +162,7 @@ func TestTranslatorHealthReachesTheOperator(t *testing.T) {
 		"crashy": {"events": 1, "callId": "crashy-1", "crashAfter": 1},
 	}, func(o *plugins.HostOptions) { o.ResetAfter = time.Nanosecond }) // crashy never counts as failing fast
 	var body string
-	waitFor(t, 15*time.Second, "the health metrics", func() bool {
+	testwait.Until(t, 15*time.Second, "the health metrics", func() bool {
 		body = r.scrape(t)
 		return strings.Contains(body, `callwire_translator_up{translator="steady"} 1`) &&
 			strings.Contains(body, `callwire_translator_up{translator="ill"} 0`) &&
@@ -180,7 +181,7 @@ func TestTranslatorHealthReachesTheOperator(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
 	}
-	waitFor(t, 10*time.Second, "status lines naming each translator's health", func() bool {
+	testwait.Until(t, 10*time.Second, "status lines naming each translator's health", func() bool {
 		return len(r.logs.find("agent status", "translator", "steady", "health", "healthy")) > 0 &&
 			len(r.logs.find("agent status", "translator", "ill", "health", "unhealthy",
 				"health_error", "manager connection lost: connection refused", "level", "WARN")) > 0 &&

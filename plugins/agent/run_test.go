@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/plugins/agent"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/sdk/outbox"
@@ -55,9 +56,9 @@ func TestRunDrainsAndServesMetrics(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("run: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the events at the server", func() bool { return len(fake.Events()) == 2 })
+	testwait.Until(t, 10*time.Second, "the events at the server", func() bool { return len(fake.Events()) == 2 })
 	var body string
-	waitFor(t, 5*time.Second, "the metrics", func() bool {
+	testwait.Until(t, 5*time.Second, "the metrics", func() bool {
 		resp, err := http.Get("http://" + addr.String() + "/metrics")
 		if err != nil {
 			return false

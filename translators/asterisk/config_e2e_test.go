@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/cmd/callwire/e2etest"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/translators/asterisk/ami"
 	"github.com/callwire/callwire/translators/asterisk/ami/amitest"
 )
@@ -92,7 +93,7 @@ func TestEveryAddressFormLogsIn(t *testing.T) {
 	// A translator is up once a health check finds it logged in: the first comes at its launch,
 	// before the login, and the next ones soon after, closest together in the run's first
 	// seconds (plugins.HostOptions.HealthInterval), so none waits for the 30-second interval.
-	e2etest.Eventually(t, 20*time.Second, fmt.Sprintf("all %d translators logged in and up", len(forms)), func() bool {
+	testwait.Until(t, 20*time.Second, fmt.Sprintf("all %d translators logged in and up", len(forms)), func() bool {
 		return srv.Logins() >= len(forms) && a.Metric(t, "callwire_translator_up") == float64(len(forms))
 	})
 	if got := a.Metric(t, "callwire_translator_restarts_total"); got != 0 {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/cmd/callwire/e2etest"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/translators/asterisk/ami"
 	"github.com/callwire/callwire/translators/asterisk/ami/amitest"
@@ -98,7 +99,7 @@ func TestEndToEndKillMidCall(t *testing.T) {
 		return out
 	}
 	waitLogins := func(n int) {
-		e2etest.Eventually(t, 20*time.Second, fmt.Sprintf("login %d", n), func() bool {
+		testwait.Until(t, 20*time.Second, fmt.Sprintf("login %d", n), func() bool {
 			lists := 0
 			for _, a := range srv.Actions() {
 				if a.Get("Action") == "CoreShowChannels" {
@@ -120,7 +121,7 @@ func TestEndToEndKillMidCall(t *testing.T) {
 	if err := srv.Emit(msgs[:cut]...); err != nil {
 		t.Fatal(err)
 	}
-	e2etest.Eventually(t, 20*time.Second, "the ringing and the answer to be stored", func() bool { return len(stored()) == 2 })
+	testwait.Until(t, 20*time.Second, "the ringing and the answer to be stored", func() bool { return len(stored()) == 2 })
 
 	var last ami.Message
 	var phone ami.Message
@@ -148,7 +149,7 @@ func TestEndToEndKillMidCall(t *testing.T) {
 		"1700000000.11/hold/1700000000.12/1", "1700000000.11/hold/1700000000.12/2",
 		"1700000000.11/unhold/1700000000.12/1", "1700000000.11/unhold/1700000000.12/2",
 	}
-	e2etest.Eventually(t, 20*time.Second, "the whole call to be stored, each event once", func() bool {
+	testwait.Until(t, 20*time.Second, "the whole call to be stored, each event once", func() bool {
 		return slices.Equal(stored(), want)
 	})
 	time.Sleep(300 * time.Millisecond)

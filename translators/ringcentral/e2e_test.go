@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/cmd/callwire/e2etest"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/translators/ringcentral"
 )
@@ -79,9 +80,9 @@ func killMidCall(t *testing.T, bin string, killAgent bool) {
 		return out
 	}
 
-	e2etest.Eventually(t, 20*time.Second, "the subscription", func() bool { return rc.Subscriptions() >= 1 })
+	testwait.Until(t, 20*time.Second, "the subscription", func() bool { return rc.Subscriptions() >= 1 })
 	rc.Push(t, "normal_call", 0, 3) // setup, proceeding, answered
-	e2etest.Eventually(t, 20*time.Second, "call_received and call_answered stored", func() bool { return len(stored()) == 2 })
+	testwait.Until(t, 20*time.Second, "call_received and call_answered stored", func() bool { return len(stored()) == 2 })
 
 	pids := agent.TranslatorPIDs()
 	if killAgent {
@@ -93,7 +94,7 @@ func killMidCall(t *testing.T, bin string, killAgent bool) {
 	} else if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	e2etest.Eventually(t, 30*time.Second, "the translator restarted and resubscribed", func() bool { return rc.Subscriptions() >= 2 })
+	testwait.Until(t, 30*time.Second, "the translator restarted and resubscribed", func() bool { return rc.Subscriptions() >= 2 })
 	// As the real gateway does, it sends only what happens after the new subscription: the
 	// call's end. The new translator never saw the call begin, so it cannot tell from the end
 	// alone whether anyone answered; the call log, polled every 10 s, says it was.
@@ -101,7 +102,7 @@ func killMidCall(t *testing.T, bin string, killAgent bool) {
 	rc.AddCallLogRecord(callID, "Accepted", start, 40, time.Now())
 	rc.Push(t, "normal_call", 3, 4)
 	want := []string{"call_answered", "call_ended", "call_received"}
-	e2etest.Eventually(t, 40*time.Second, "call_ended stored", func() bool { return slices.Equal(stored(), want) })
+	testwait.Until(t, 40*time.Second, "call_ended stored", func() bool { return slices.Equal(stored(), want) })
 	time.Sleep(500 * time.Millisecond)
 	if got := stored(); !slices.Equal(got, want) {
 		t.Fatalf("stored %v, want %v: nothing lost, nothing twice", got, want)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -25,7 +26,7 @@ func TestHealthKeepsLiveAndPollApart(t *testing.T) {
 	p := newTestPoller(t, f, t.TempDir(), func(context.Context, event.Event) error { return nil }, time.Now, noSleep)
 	done := make(chan error, 1)
 	go func() { done <- tr.pollLoop(ctx, p, 24*time.Hour) }()
-	waitUntil(t, "the first poll to succeed", func() bool {
+	testwait.Until(t, 20*time.Second, "the first poll to succeed", func() bool {
 		err := tr.Health(ctx)
 		return err != nil && !errors.Is(err, signIn)
 	})

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // holdCall is the telephony session of the hold scenario: the call in progress when something
@@ -63,7 +65,7 @@ func TestLiveTokenExpiry(t *testing.T) {
 				}
 			}()
 
-			waitUntil(t, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
+			testwait.Until(t, 20*time.Second, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
 			notes := scenario(t, "hold")
 			pushAll(f, notes[:3]) // setup, answered, hold
 			rec.waitFor(t, 3, 10*time.Second)
@@ -106,7 +108,7 @@ func TestLiveSocketDrop(t *testing.T) {
 			f := newFakeRC(t)
 			rec := &recorder{}
 			stop := run(t, config(f, t.TempDir(), true), rec)
-			waitUntil(t, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
+			testwait.Until(t, 20*time.Second, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
 			notes := scenario(t, "hold")
 			pushAll(f, notes[:3]) // setup, answered, hold
 			rec.waitFor(t, 3, 10*time.Second)
@@ -114,7 +116,7 @@ func TestLiveSocketDrop(t *testing.T) {
 			f.dropSockets()
 			// The session recovered on a new socket, and the dropped socket's server side gone
 			// (so that nothing pushed now can go to it).
-			waitUntil(t, "the session recovered on a new socket", func() bool {
+			testwait.Until(t, 20*time.Second, "the session recovered on a new socket", func() bool {
 				_, _, sockets, _ := f.counts()
 				return f.recoveries() == 1 && sockets == 1
 			})

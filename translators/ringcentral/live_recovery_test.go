@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -86,7 +87,7 @@ func dropInGap(t *testing.T, f *fakeRC) {
 	t.Helper()
 	f.holdSockets()
 	f.dropSockets()
-	waitUntil(t, "the dropped socket gone", func() bool { _, _, sockets, _ := f.counts(); return sockets == 0 })
+	testwait.Until(t, 20*time.Second, "the dropped socket gone", func() bool { _, _, sockets, _ := f.counts(); return sockets == 0 })
 }
 
 // TestLiveRecovery drops the socket in the middle of a call and sends the rest of the call while
@@ -96,7 +97,7 @@ func dropInGap(t *testing.T, f *fakeRC) {
 func TestLiveRecovery(t *testing.T) {
 	f := newFakeRC(t)
 	lr := startLive(t, f)
-	waitUntil(t, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
+	testwait.Until(t, 20*time.Second, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
 	notes := scenario(t, "hold")
 	pushAll(f, notes[:3]) // setup, answered, hold
 	lr.rec.waitFor(t, 3, 10*time.Second)
@@ -159,7 +160,7 @@ func TestLiveRecoveryFails(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeRC(t)
 			lr := startLive(t, f)
-			waitUntil(t, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
+			testwait.Until(t, 20*time.Second, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
 			notes := scenario(t, "hold")
 			pushAll(f, notes[:3]) // setup, answered, hold
 			lr.rec.waitFor(t, 3, 10*time.Second)
@@ -168,7 +169,7 @@ func TestLiveRecoveryFails(t *testing.T) {
 			tt.fail(f, lr)
 			pushAll(f, notes[3:]) // the rest of the call, lost with the session
 			f.releaseSockets()
-			waitUntil(t, "the new subscription", func() bool { s, _, _, _ := f.counts(); return s == 2 })
+			testwait.Until(t, 20*time.Second, "the new subscription", func() bool { s, _, _, _ := f.counts(); return s == 2 })
 
 			// The call log has the call; the poll ends it.
 			first := notes[0]

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // The renewal these tests expect: the answer to a renewal (ClientRequest PUT
@@ -119,7 +121,7 @@ func startRenewing(t *testing.T, f *fakeRC) *renewRun {
 			t.Errorf("live path: %v", err)
 		}
 	})
-	waitUntil(t, "the subscription", func() bool { return f.Subscriptions() == 1 })
+	testwait.Until(t, 20*time.Second, "the subscription", func() bool { return f.Subscriptions() == 1 })
 	return r
 }
 
@@ -127,7 +129,7 @@ func startRenewing(t *testing.T, f *fakeRC) *renewRun {
 func (r *renewRun) renewalDue(t *testing.T, expiresIn int) {
 	t.Helper()
 	at := r.clock.now().Add(renewIn(time.Duration(expiresIn) * time.Second))
-	waitUntil(t, "the renewal timer", func() bool { return r.clock.armed(at) })
+	testwait.Until(t, 20*time.Second, "the renewal timer", func() bool { return r.clock.armed(at) })
 	r.clock.advance(at.Sub(r.clock.now()))
 }
 
@@ -149,9 +151,9 @@ func TestRenewalTaken(t *testing.T) {
 	f.subExpires = 600 // the renewal's answer gives a lifetime the first subscription did not have
 	f.mu.Unlock()
 	r.renewalDue(t, 899)
-	waitUntil(t, "the renewal", func() bool { return slices.Contains(f.takenRequests(), renewPath) })
+	testwait.Until(t, 20*time.Second, "the renewal", func() bool { return slices.Contains(f.takenRequests(), renewPath) })
 	next := r.clock.now().Add(renewIn(600 * time.Second))
-	waitUntil(t, "the next renewal timed by the answer's expiresIn", func() bool { return r.clock.armed(next) })
+	testwait.Until(t, 20*time.Second, "the next renewal timed by the answer's expiresIn", func() bool { return r.clock.armed(next) })
 
 	// The bound on the answer passes: the renewal was answered, so the connection stays.
 	r.clock.advance(renewAnswerLimit)
@@ -186,7 +188,7 @@ func TestRenewalRefused(t *testing.T) {
 
 	f.dropSubscription(t)
 	r.renewalDue(t, 899)
-	waitUntil(t, "the new subscription", func() bool { return f.Subscriptions() == 2 })
+	testwait.Until(t, 20*time.Second, "the new subscription", func() bool { return f.Subscriptions() == 2 })
 	pushAll(f, scenario(t, "normal_call"))
 	waitForEnd(t, r.rec, normalCall)
 
@@ -208,7 +210,7 @@ func TestRenewalRefused(t *testing.T) {
 	}
 	// The new subscription is renewed in its turn.
 	r.renewalDue(t, 899)
-	waitUntil(t, "the new subscription's renewal", func() bool {
+	testwait.Until(t, 20*time.Second, "the new subscription's renewal", func() bool {
 		return slices.Equal(f.takenRequests(), []string{subscribePath, renewPath, subscribePath, renewPath})
 	})
 }
@@ -227,14 +229,14 @@ func TestRenewalUnanswered(t *testing.T) {
 	f.unanswered = "PUT"
 	f.mu.Unlock()
 	r.renewalDue(t, 899)
-	waitUntil(t, "the renewal", func() bool { return slices.Contains(f.takenRequests(), renewPath) })
+	testwait.Until(t, 20*time.Second, "the renewal", func() bool { return slices.Contains(f.takenRequests(), renewPath) })
 	limit := r.clock.now().Add(renewAnswerLimit)
-	waitUntil(t, "the bound on the renewal's answer", func() bool { return r.clock.armed(limit) })
+	testwait.Until(t, 20*time.Second, "the bound on the renewal's answer", func() bool { return r.clock.armed(limit) })
 	if _, wsTokens, _, _ := f.counts(); wsTokens != 1 {
 		t.Fatalf("%d WebSocket tokens before the bound passed, want 1", wsTokens)
 	}
 	r.clock.advance(renewAnswerLimit)
-	waitUntil(t, "the connection made again", func() bool { return f.recoveries() == 1 })
+	testwait.Until(t, 20*time.Second, "the connection made again", func() bool { return f.recoveries() == 1 })
 	pushAll(f, scenario(t, "normal_call"))
 	waitForEnd(t, r.rec, normalCall)
 
@@ -268,16 +270,16 @@ func TestRenewalRefusedThenUnanswered(t *testing.T) {
 	f.mu.Unlock()
 	f.dropSubscription(t)
 	r.renewalDue(t, 899)
-	waitUntil(t, "the new subscription asked for", func() bool {
+	testwait.Until(t, 20*time.Second, "the new subscription asked for", func() bool {
 		return slices.Equal(f.takenRequests(), []string{subscribePath, renewPath, subscribePath})
 	})
 	limit := r.clock.now().Add(renewAnswerLimit)
-	waitUntil(t, "the bound on the answers", func() bool { return r.clock.armed(limit) })
+	testwait.Until(t, 20*time.Second, "the bound on the answers", func() bool { return r.clock.armed(limit) })
 	f.mu.Lock()
 	f.unanswered = ""
 	f.mu.Unlock()
 	r.clock.advance(renewAnswerLimit)
-	waitUntil(t, "a subscription on a new connection", func() bool { return f.Subscriptions() == 2 })
+	testwait.Until(t, 20*time.Second, "a subscription on a new connection", func() bool { return f.Subscriptions() == 2 })
 	pushAll(f, scenario(t, "normal_call"))
 	waitForEnd(t, r.rec, normalCall)
 

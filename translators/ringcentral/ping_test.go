@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // The pings of these tests follow RFC 6455 (https://www.rfc-editor.org/rfc/rfc6455, "The
@@ -220,7 +222,7 @@ func TestLivePings(t *testing.T) {
 	f := newFakeRC(t)
 	rec := &recorder{}
 	stop := run(t, config(f, t.TempDir(), true), rec)
-	waitUntil(t, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
+	testwait.Until(t, 20*time.Second, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
 
 	want := [][]byte{[]byte("are you there")}
 	notes := scenario(t, "normal_call")
@@ -231,7 +233,7 @@ func TestLivePings(t *testing.T) {
 	}
 	pushAll(f, notes[len(pings):])
 	waitForEnd(t, rec, normalCall)
-	waitUntil(t, "every pong", func() bool { return len(f.pongPayloads()) >= len(want) })
+	testwait.Until(t, 20*time.Second, "every pong", func() bool { return len(f.pongPayloads()) >= len(want) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

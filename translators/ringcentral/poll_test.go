@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/sdk/filelock"
 )
@@ -326,7 +327,7 @@ func TestOneTranslatorPerCursor(t *testing.T) {
 	f := newFakeRC(t)
 	cfg := config(f, t.TempDir(), false)
 	stop := run(t, cfg, &recorder{})
-	waitUntil(t, "the first translator to poll the call log", func() bool {
+	testwait.Until(t, 20*time.Second, "the first translator to poll the call log", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.logCalls > 0

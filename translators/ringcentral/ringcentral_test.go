@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/sdk/translator/translatortest"
 	"github.com/callwire/callwire/translators/numbering"
@@ -295,7 +296,7 @@ func TestLiveTokenExpiryAndDrop(t *testing.T) {
 	stop := run(t, config(f, t.TempDir(), true), out)
 	// Subscribed first: the gateway may deliver notifications before it answers the
 	// subscription, so the call's first events do not show that the subscription was counted.
-	waitUntil(t, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
+	testwait.Until(t, 20*time.Second, "the subscription", func() bool { s, _, _, _ := f.counts(); return s == 1 })
 	notes := scenario(t, "hold")
 	pushAll(f, notes[:3]) // setup, answered, hold
 	out.waitFor(t, 3, 10*time.Second)

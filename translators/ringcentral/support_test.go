@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -40,18 +41,6 @@ func (c *testClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// waitUntil waits (polling, up to 20 s) until cond holds, and fails the test if it never does.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // normalCall is the telephony session of the normal_call scenario, which tests push last: its
 // end shows that everything pushed before it was handled.
 const normalCall = "s-a0d7e4d8b7a7fz1885c9bd8e8ez0001"
@@ -61,7 +50,7 @@ const normalCall = "s-a0d7e4d8b7a7fz1885c9bd8e8ez0001"
 // been handled, and its events taken.
 func waitForEnd(t *testing.T, rec *recorder, call string) {
 	t.Helper()
-	waitUntil(t, "the call_ended of "+call, func() bool {
+	testwait.Until(t, 20*time.Second, "the call_ended of "+call, func() bool {
 		return slices.ContainsFunc(rec.events(), func(e event.Event) bool { return e.ProviderCallID == call && e.Type == event.CallEnded })
 	})
 }

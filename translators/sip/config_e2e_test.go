@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/cmd/callwire/e2etest"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/translators/sip/internal/siptest"
 )
 
@@ -174,7 +175,7 @@ func TestEveryAddressFormRuns(t *testing.T) {
 	agentYAML(t, dir, yaml.String())
 	a := startLoggedAgent(t, dir)
 	for _, f := range forms {
-		e2etest.Eventually(t, 30*time.Second, f.name+" ("+f.listen+", pbx "+f.pbx+", trunk "+f.trunk+") to listen", func() bool {
+		testwait.Until(t, 30*time.Second, f.name+" ("+f.listen+", pbx "+f.pbx+", trunk "+f.trunk+") to listen", func() bool {
 			return slices.Equal(a.listeningOn(f.name), f.want)
 		})
 		for _, addr := range f.want {
@@ -190,7 +191,7 @@ func TestEveryAddressFormRuns(t *testing.T) {
 	}
 	// Each listens: its Run has passed every step that can fail. The operator sees each up, and
 	// none was ever launched twice.
-	e2etest.Eventually(t, 10*time.Second, "every translator up at /metrics", func() bool {
+	testwait.Until(t, 10*time.Second, "every translator up at /metrics", func() bool {
 		body := a.scrape()
 		for _, f := range forms {
 			if !strings.Contains(body, fmt.Sprintf("callwire_translator_up{translator=%q} 1\n", f.name)) ||

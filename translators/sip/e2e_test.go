@@ -19,6 +19,7 @@ import (
 
 	"github.com/callwire/callwire/cmd/callwire/e2etest"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/translators/sip/internal/siptest"
 )
@@ -89,7 +90,7 @@ func startRig(t *testing.T, first int, lanes ...lane) *rig {
 	dir := t.TempDir()
 	e2etest.AgentConfig(t, dir, r.core.URL(), r.core.ClientID, r.core.Secret, yaml.String())
 	r.agent = e2etest.StartAgent(t, callwireBin, dir)
-	e2etest.Eventually(t, 20*time.Second, "every translator to start", func() bool { return len(r.agent.TranslatorPIDs()) >= len(modes) })
+	testwait.Until(t, 20*time.Second, "every translator to start", func() bool { return len(r.agent.TranslatorPIDs()) >= len(modes) })
 	r.st = r.core.OpenStore()
 	time.Sleep(300 * time.Millisecond) // the translators bind their listeners; UDP cannot be probed
 	return r
@@ -219,14 +220,14 @@ func TestReplayStoresNothingNew(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", r.lanes[0].listen)
 	want := lines(evs)
 	siptest.ReplayCapture(t.Context(), t, f.Capture(), "udp", addr)
-	e2etest.Eventually(t, 20*time.Second, "the capture's events to land", func() bool { return slices.Equal(lines(r.events(t, callID)), want) })
-	e2etest.Eventually(t, 10*time.Second, "the agent to have sent them", func() bool {
+	testwait.Until(t, 20*time.Second, "the capture's events to land", func() bool { return slices.Equal(lines(r.events(t, callID)), want) })
+	testwait.Until(t, 10*time.Second, "the agent to have sent them", func() bool {
 		return r.agent.Metric(t, "callwire_agent_events_sent_total") >= float64(len(want))
 	})
 	sent := r.agent.Metric(t, "callwire_agent_events_sent_total")
 	time.Sleep(4 * time.Second) // past the translator's grace (2s): it forgets the call
 	siptest.ReplayCapture(t.Context(), t, f.Capture(), "udp", addr)
-	e2etest.Eventually(t, 20*time.Second, "the replayed events to reach the core", func() bool {
+	testwait.Until(t, 20*time.Second, "the replayed events to reach the core", func() bool {
 		return r.agent.Metric(t, "callwire_agent_events_sent_total") >= sent+float64(len(want))
 	})
 	if got := lines(r.events(t, callID)); !slices.Equal(got, want) {
@@ -270,14 +271,14 @@ func TestProxyWhileCoreDown(t *testing.T) {
 			t.Fatalf("flow %s failed through the proxy while the core was down: %+v", name, res)
 		}
 	}
-	e2etest.Eventually(t, 10*time.Second, "the agent to hold the events in its outbox", func() bool {
+	testwait.Until(t, 10*time.Second, "the agent to hold the events in its outbox", func() bool {
 		return r.agent.Metric(t, "callwire_agent_events_queued") > 0
 	})
 	r.core.Start()
 	for _, name := range []string{"basic", "cancel", "hold_sendonly"} {
 		want := expected(t, siptest.FlowNamed(t, name))
 		callID := fmt.Sprintf("down-%s-1@e2e.test", name)
-		e2etest.Eventually(t, 30*time.Second, "the events of "+name+" to land once the core is back", func() bool {
+		testwait.Until(t, 30*time.Second, "the events of "+name+" to land once the core is back", func() bool {
 			return slices.Equal(lines(r.events(t, callID)), want)
 		})
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // Build builds the callwire binary into dir and returns its path. Call it once, from TestMain.
@@ -160,18 +161,6 @@ func (c *Child) Stop(t testing.TB, s syscall.Signal) error {
 	}
 }
 
-// Eventually polls cond every 20ms until it holds, failing the test after timeout.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // Core is a `callwire serve` on the embedded store in Dir, on a fixed address so that it can be
 // stopped and started again, with one organization and a key for it.
 type Core struct {
@@ -209,7 +198,7 @@ func (c *Core) URL() string { return "http://" + c.Addr }
 func (c *Core) Start() {
 	c.t.Helper()
 	c.Proc = StartChild(c.t, c.Dir, &LogBuffer{}, nil, c.Bin, "serve", "--listen", c.Addr)
-	Eventually(c.t, 20*time.Second, "callwire serve to answer /healthz", func() bool {
+	testwait.Until(c.t, 20*time.Second, "callwire serve to answer /healthz", func() bool {
 		resp, err := http.Get(c.URL() + "/healthz")
 		if err != nil {
 			return false
@@ -323,7 +312,7 @@ func StartAgent(t testing.TB, bin, dir string) *Agent {
 		}
 	}}
 	a.Proc = StartChild(t, dir, log, nil, bin, "agent", "--config", filepath.Join(dir, "agent.yaml"))
-	Eventually(t, 20*time.Second, "the agent and its translator to start", func() bool { return len(a.TranslatorPIDs()) > 0 })
+	testwait.Until(t, 20*time.Second, "the agent and its translator to start", func() bool { return len(a.TranslatorPIDs()) > 0 })
 	return a
 }
 
@@ -364,7 +353,7 @@ func (a *Agent) Metric(t testing.TB, name string) float64 {
 // with prefix (the arguments separated by NUL, as /proc shows them).
 func NoProcess(t testing.TB, prefix string) {
 	t.Helper()
-	Eventually(t, 10*time.Second, "no process "+strings.ReplaceAll(prefix, "\x00", " ")+" to remain", func() bool {
+	testwait.Until(t, 10*time.Second, "no process "+strings.ReplaceAll(prefix, "\x00", " ")+" to remain", func() bool {
 		entries, err := os.ReadDir("/proc")
 		if err != nil {
 			return true // not Linux: nothing to look at

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 func TestLogBufferLines(t *testing.T) {
@@ -89,7 +91,7 @@ func TestChild(t *testing.T) {
 	dir := t.TempDir()
 	log := &LogBuffer{}
 	c := StartChild(t, dir, log, []string{"E2ETEST_GREETING=hello"}, "sh", "-c", `echo "$E2ETEST_GREETING from $HOME" >&2; exec sleep 3617`)
-	Eventually(t, 10*time.Second, "the child to write its greeting", func() bool {
+	testwait.Until(t, 10*time.Second, "the child to write its greeting", func() bool {
 		return strings.Contains(log.String(), "hello from "+dir+"\n")
 	})
 	if err := c.Stop(t, syscall.SIGTERM); err == nil {

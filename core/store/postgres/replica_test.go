@@ -16,26 +16,8 @@ import (
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
+	"github.com/callwire/callwire/internal/testwait"
 )
-
-// eventually polls cond until it returns "" (met) or the deadline passes, then fails t with the
-// last thing cond said.
-func eventually(t *testing.T, within time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		why := cond()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, why)
-		}
-		<-tick.C
-	}
-}
 
 // listed reports whether the organization's history has the call pcid, read through s.
 func listed(ctx context.Context, s *postgres.Store, org, pcid string) (bool, error) {
@@ -75,12 +57,12 @@ func TestReadReplica(t *testing.T) {
 	if _, err := s.WriteCalls(ctx, sampleWrite(org, 2, "first")); err != nil {
 		t.Fatalf("WriteCalls: %v", err)
 	}
-	eventually(t, 20*time.Second, func() string {
+	testwait.NoError(t, 20*time.Second, func() error {
 		ok, err := listed(ctx, s, org, "first")
 		if !ok || err != nil {
-			return fmt.Sprintf("the first call is not listed through the replica yet (error %v)", err)
+			return fmt.Errorf("the first call is not listed through the replica yet (error %v)", err)
 		}
-		return ""
+		return nil
 	})
 
 	// With replay paused, what the replica serves stands still: the primary's new writes are
@@ -88,12 +70,12 @@ func TestReadReplica(t *testing.T) {
 	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() string {
+	testwait.NoError(t, 10*time.Second, func() error {
 		var state string
 		if err := direct.QueryRow(ctx, `SELECT pg_get_wal_replay_pause_state()`).Scan(&state); err != nil || state != "paused" {
-			return fmt.Sprintf("replay is %q (%v), not paused", state, err)
+			return fmt.Errorf("replay is %q (%v), not paused", state, err)
 		}
-		return ""
+		return nil
 	})
 	w := sampleWrite(org, 1, "second")
 	if _, err := s.WriteCalls(ctx, w); err != nil {
@@ -171,12 +153,12 @@ func TestReadReplica(t *testing.T) {
 	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_resume()`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
+	testwait.NoError(t, 20*time.Second, func() error {
 		ok, err := listed(ctx, s, org, "second")
 		if !ok || err != nil {
-			return fmt.Sprintf("the second call is not listed through the replica once replay resumed (error %v)", err)
+			return fmt.Errorf("the second call is not listed through the replica once replay resumed (error %v)", err)
 		}
-		return ""
+		return nil
 	})
 	if n := s.ReplicaFallbacks(); n != 0 {
 		t.Errorf("%d reads fell back to the primary while the standby was up", n)
@@ -214,19 +196,19 @@ func TestReadReplica(t *testing.T) {
 	if err := standby.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
+	testwait.NoError(t, 20*time.Second, func() error {
 		if err := s.PingReplica(ctx); err != nil {
-			return err.Error()
+			return err
 		}
-		return ""
+		return nil
 	})
 	before := s.ReplicaFallbacks()
-	eventually(t, 20*time.Second, func() string {
+	testwait.NoError(t, 20*time.Second, func() error {
 		ok, err := listed(ctx, s, org, "third")
 		if !ok || err != nil {
-			return fmt.Sprintf("the third call is not listed through the restarted replica (error %v)", err)
+			return fmt.Errorf("the third call is not listed through the restarted replica (error %v)", err)
 		}
-		return ""
+		return nil
 	})
 	if n := s.ReplicaFallbacks(); n != before {
 		t.Errorf("%d more reads fell back to the primary once the standby was back", n-before)

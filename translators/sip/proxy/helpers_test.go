@@ -114,19 +114,6 @@ func scenario(t *testing.T, name string) string {
 	return p
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, cond func() bool) bool {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return cond()
-}
-
 func startLine(m sip.Message) string {
 	switch x := m.(type) {
 	case *sip.Request:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/translators/sip/callmodel"
 )
 
@@ -107,7 +108,7 @@ func TestCancelRacing2xxIsRelayed(t *testing.T) {
 	if ack.Route() != nil {
 		t.Errorf("the proxy left its own Route in the ACK: %v", ack.Route())
 	}
-	if !eventually(t, 2*time.Second, func() bool { return countObserved(rec, "ACK") == 1 }) {
+	if !testwait.Poll(2*time.Second, func() bool { return countObserved(rec, "ACK") == 1 }) {
 		t.Errorf("ACK not observed")
 	}
 }
@@ -187,7 +188,7 @@ func TestUnparseableDroppedAndCounted(t *testing.T) {
 	}
 	defer c.Close()
 	_, _ = c.Write([]byte("GARBAGE GARBAGE\r\n\r\n"))
-	if !eventually(t, 2*time.Second, func() bool { return r.p.Stats().Malformed >= 3 }) {
+	if !testwait.Poll(2*time.Second, func() bool { return r.p.Stats().Malformed >= 3 }) {
 		t.Errorf("stats %+v, want 3 malformed", r.p.Stats())
 	}
 	pbx.silent(100 * time.Millisecond)
@@ -212,7 +213,7 @@ func TestObserveFields(t *testing.T) {
 	trunk.expectResponse(500, sip.INVITE)
 	after := time.Now()
 	var msgs []callmodel.Message
-	eventually(t, 2*time.Second, func() bool { msgs = rec.all(); return len(msgs) == 3 })
+	testwait.Poll(2*time.Second, func() bool { msgs = rec.all(); return len(msgs) == 3 })
 	if len(msgs) != 3 {
 		t.Fatalf("observed %d messages, want 3", len(msgs))
 	}
@@ -293,7 +294,7 @@ func TestObserveTCPDataAsReceived(t *testing.T) {
 		t.Fatalf("the PBX got %q, want the INVITE", fwd)
 	}
 	var msgs []callmodel.Message
-	if !eventually(t, 2*time.Second, func() bool { msgs = rec.all(); return len(msgs) == 1 }) {
+	if !testwait.Poll(2*time.Second, func() bool { msgs = rec.all(); return len(msgs) == 1 }) {
 		t.Fatalf("observed %d messages, want 1", len(msgs))
 	}
 	m := msgs[0]
