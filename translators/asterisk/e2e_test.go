@@ -101,14 +101,14 @@ func TestEndToEndKillMidCall(t *testing.T) {
 	waitLogins := func(n int) {
 		testwait.Until(t, 20*time.Second, fmt.Sprintf("login %d", n), func() bool {
 			lists := 0
-			for _, a := range srv.Actions() {
+			for _, a := range srv.Answered() {
 				if a.Get("Action") == "CoreShowChannels" {
 					lists++
 				}
 			}
+			// Answered, not only asked: what is emitted next follows the list on the connection.
 			return srv.Logins() >= n && lists >= n
 		})
-		time.Sleep(100 * time.Millisecond) // the list's answer is on its way
 	}
 	waitLogins(1)
 	cut := 0
@@ -152,6 +152,8 @@ func TestEndToEndKillMidCall(t *testing.T) {
 	testwait.Until(t, 20*time.Second, "the whole call to be stored, each event once", func() bool {
 		return slices.Equal(stored(), want)
 	})
+	// Each event once: nothing can signal that a duplicate will never come, so the check waits
+	// a while of real time for one to show, and looks again.
 	time.Sleep(300 * time.Millisecond)
 	if got := stored(); !slices.Equal(got, want) {
 		t.Errorf("stored %v, want %v", got, want)

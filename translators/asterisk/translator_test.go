@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/sdk/translator"
 	"github.com/callwire/callwire/sdk/translator/translatortest"
@@ -245,7 +246,8 @@ func TestReconnectMidCall(t *testing.T) {
 				t.Fatal(err)
 			}
 			col.wait(t, ctx, len(want))
-			time.Sleep(100 * time.Millisecond) // room for a duplicate to show
+			// Nothing can signal that a duplicate will never come: real time for one to show.
+			time.Sleep(100 * time.Millisecond)
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -383,17 +385,18 @@ func lastOf(msgs []ami.Message, channel string) ami.Message {
 	return out
 }
 
+// waitAction waits until the server has answered n actions named name: what the test emits
+// after it reaches the translator after those answers.
 func waitAction(t *testing.T, ctx context.Context, srv *amitest.Server, name string, n int) {
 	t.Helper()
 	for {
 		c := 0
-		for _, a := range srv.Actions() {
+		for _, a := range srv.Answered() {
 			if strings.EqualFold(a.Get("Action"), name) {
 				c++
 			}
 		}
 		if c >= n {
-			time.Sleep(50 * time.Millisecond) // the list's answer is on its way
 			return
 		}
 		select {
@@ -427,22 +430,15 @@ func TestLoginRefused(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(ctx, configFor(srv.Addr()), newCollector()) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(t, 5*time.Second, "a second login attempt", func() bool {
 		n := 0
 		for _, a := range srv.Actions() {
 			if a.Get("Action") == "Login" {
 				n++
 			}
 		}
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no second login attempt within 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n >= 2
+	})
 	if err := tr.Health(ctx); err == nil || !strings.Contains(err.Error(), "authentication") {
 		t.Errorf("health %v, want the refused login", err)
 	}

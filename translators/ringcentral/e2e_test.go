@@ -103,6 +103,8 @@ func killMidCall(t *testing.T, bin string, killAgent bool) {
 	rc.Push(t, "normal_call", 3, 4)
 	want := []string{"call_answered", "call_ended", "call_received"}
 	testwait.Until(t, 40*time.Second, "call_ended stored", func() bool { return slices.Equal(stored(), want) })
+	// Nothing twice: nothing can signal that a duplicate will never come, so the check waits a
+	// while of real time for one to show, and looks again.
 	time.Sleep(500 * time.Millisecond)
 	if got := stored(); !slices.Equal(got, want) {
 		t.Fatalf("stored %v, want %v: nothing lost, nothing twice", got, want)

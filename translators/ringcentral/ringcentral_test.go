@@ -208,14 +208,10 @@ func (r *recorder) events() []event.Event {
 
 func (r *recorder) waitFor(t *testing.T, n int, d time.Duration) []event.Event {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if evs := r.events(); len(evs) >= n {
-			return evs
-		}
-		time.Sleep(10 * time.Millisecond)
+	var evs []event.Event
+	if testwait.Poll(d, func() bool { evs = r.events(); return len(evs) >= n }) {
+		return evs
 	}
-	evs := r.events()
 	t.Fatalf("got %d events, want %d: %v", len(evs), n, types(evs))
 	return nil
 }
@@ -305,13 +301,8 @@ func TestLiveTokenExpiryAndDrop(t *testing.T) {
 	// The rest of the call goes out once the translator is back: its token renewed and its
 	// session recovered on a new socket (the reconnect backs off from 0.5 s, doubling, so a
 	// loaded machine may take a few attempts).
-	deadline := time.Now().Add(45 * time.Second)
-	for f.recoveries() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the translator did not recover its session after its socket was dropped")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 45*time.Second, "the translator to recover its session after its socket was dropped",
+		func() bool { return f.recoveries() >= 1 })
 	pushAll(f, notes[3:])
 	// All seven of the scenario's events (received, answered, two holds and unholds, ended).
 	evs := out.waitFor(t, 7, 15*time.Second)
@@ -458,14 +449,11 @@ func TestSubscriptionRenewed(t *testing.T) {
 	f.subExpires = 1
 	out := &recorder{}
 	stop := run(t, config(f, t.TempDir(), true), out)
-	deadline := time.Now().Add(10 * time.Second)
-	renewed := false
-	for !renewed && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	renewed := testwait.Poll(10*time.Second, func() bool {
 		f.mu.Lock()
-		renewed = slices.Contains(f.requests, "PUT /restapi/v1.0/subscription/b6d5bde8-f5c5-4e3b-a5c1-6f1f3d1c5f4a")
-		f.mu.Unlock()
-	}
+		defer f.mu.Unlock()
+		return slices.Contains(f.requests, "PUT /restapi/v1.0/subscription/b6d5bde8-f5c5-4e3b-a5c1-6f1f3d1c5f4a")
+	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,11 @@ func startRig(t *testing.T, first int, lanes ...lane) *rig {
 	r.agent = e2etest.StartAgent(t, callwireBin, dir)
 	testwait.Until(t, 20*time.Second, "every translator to start", func() bool { return len(r.agent.TranslatorPIDs()) >= len(modes) })
 	r.st = r.core.OpenStore()
-	time.Sleep(300 * time.Millisecond) // the translators bind their listeners; UDP cannot be probed
+	for _, l := range r.lanes {
+		testwait.Until(t, 10*time.Second, fmt.Sprintf("lane %s to listen on %d", l.name, l.listen), func() bool {
+			return siptest.Listening(siptest.UDP, l.listen) && siptest.Listening(siptest.TCP, l.listen)
+		})
+	}
 	return r
 }
 
@@ -158,13 +162,8 @@ func (r *rig) runFlow(t *testing.T, sipp, kamailio string, l lane, f siptest.Flo
 	}
 	callID := fmt.Sprintf("%s-%s-1@e2e.test", l.name, f.Name)
 	var got []string
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		got = lines(r.events(t, callID))
-		if slices.Equal(got, want) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if testwait.Poll(20*time.Second, func() bool { got = lines(r.events(t, callID)); return slices.Equal(got, want) }) {
+		return
 	}
 	t.Errorf("flow %s through %s: the core has\n  %s\nwant\n  %s", f.Name, l.name, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 }

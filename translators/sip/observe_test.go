@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 	"github.com/callwire/callwire/sdk/translator"
 	"github.com/callwire/callwire/translators/sip/internal/siptest"
@@ -78,7 +81,9 @@ func runProxy(t *testing.T, first int, pair siptest.Pair, out translator.Emitter
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- New().Run(ctx, cfg, out) }()
-	time.Sleep(200 * time.Millisecond) // the listeners bind; UDP cannot be probed
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("the translator to listen on %d", port), func() bool {
+		return siptest.Listening(siptest.UDP, port) && siptest.Listening(siptest.TCP, port)
+	})
 	pair.Target = fmt.Sprintf("127.0.0.1:%d", port)
 	return pair, func() {
 		cancel()
@@ -98,7 +103,12 @@ func TestProxyModeTranslatesRealCalls(t *testing.T) {
 			out := &collector{}
 			pair, stop := runProxy(t, 31600+100*i, siptest.Pair{UAC: scenario(t, "basic", "uac"), UAS: scenario(t, "basic", "uas"), Calls: 5, Transport: tr, Timeout: 15 * time.Second}, out)
 			r := siptest.Run(t.Context(), t, sipp, pair)
-			time.Sleep(300 * time.Millisecond)
+			// sipp is done once the calls' last messages passed; the translator may still be
+			// handing over their last events. The checks below say what is missing.
+			testwait.Poll(10*time.Second, func() bool {
+				calls := out.byCall()
+				return len(calls) == 5 && !slices.ContainsFunc(slices.Collect(maps.Values(calls)), func(evs []event.Event) bool { return len(evs) < 3 })
+			})
 			stop()
 			if !r.OK(5) {
 				t.Fatalf("calls failed through the proxy: %+v", r)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // TestRunWaitsForANameToResolve: a pbx whose name does not resolve (a PBX container not started
@@ -26,25 +28,21 @@ func TestRunWaitsForANameToResolve(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(ctx, cfg, &collector{}) }()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Until(t, 20*time.Second, "health to report the unresolved pbx", func() bool {
 		err := tr.Health(t.Context())
 		if err != nil {
 			if !strings.Contains(err.Error(), "pbx") || !strings.Contains(err.Error(), "pbx.invalid") {
 				t.Fatalf("health = %v; want the pbx key and its name", err)
 			}
-			break
+			return true
 		}
 		select {
 		case err := <-done:
 			t.Fatalf("Run ended while the pbx did not resolve: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("health never reported the unresolved pbx")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	select {
 	case err := <-done:
 		t.Fatalf("Run ended while the pbx did not resolve: %v", err)

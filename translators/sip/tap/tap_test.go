@@ -533,7 +533,8 @@ func TestFloodStaysBounded(t *testing.T) {
 			t.Fatalf("%d held, bound %d", st.Held, maxHeld)
 		}
 	}
-	// let the tap take in what the kernel still buffers
+	// Let the tap take in what the kernel still buffers: nothing tells how much that is, so this
+	// waits until 100ms of real time bring no new packet.
 	wctx, wcancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer wcancel()
 	last := uint64(0)

@@ -55,6 +55,7 @@ type Server struct {
 	sessions map[*session]struct{}
 	logins   int
 	actions  []ami.Message
+	answered []ami.Message
 	changed  chan struct{} // closed and replaced whenever logins or actions change
 	wg       sync.WaitGroup
 }
@@ -120,6 +121,19 @@ func (s *Server) Actions() []ami.Message {
 	defer s.mu.Unlock()
 	out := make([]ami.Message, len(s.actions))
 	for i, a := range s.actions {
+		out[i] = a.Clone()
+	}
+	return out
+}
+
+// Answered returns a copy of every action whose answer has been sent, in order. What the test
+// emits after it sees an action here reaches the session after that action's answer, as it
+// would from Asterisk, which answers in order on the one connection.
+func (s *Server) Answered() []ami.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ami.Message, len(s.answered))
+	for i, a := range s.answered {
 		out[i] = a.Clone()
 	}
 	return out
@@ -219,7 +233,12 @@ func (s *Server) serve(ss *session) {
 		s.notify()
 		loggedIn := ss.loggedIn
 		s.mu.Unlock()
-		if !s.answer(ss, a, loggedIn) {
+		ok := s.answer(ss, a, loggedIn)
+		s.mu.Lock()
+		s.answered = append(s.answered, a.Clone())
+		s.notify()
+		s.mu.Unlock()
+		if !ok {
 			return
 		}
 	}

@@ -356,13 +356,7 @@ func waitListening(ctx context.Context, t testing.TB, tr Transport, port int, ex
 	t.Helper()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	for {
-		if tr == TCP {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err == nil {
-				_ = c.Close()
-				return true
-			}
-		} else if udpBound(port) {
+		if Listening(tr, port) {
 			return true
 		}
 		select {
@@ -373,6 +367,21 @@ func waitListening(ctx context.Context, t testing.TB, tr Transport, port int, ex
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// Listening reports whether something listens on port of 127.0.0.1 over the transport: for TCP,
+// whether a connection is accepted (and closed at once); for UDP, whether a socket is bound there,
+// which is all that can be told of UDP without sending the listener a datagram.
+func Listening(tr Transport, port int) bool {
+	if tr == TCP {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	}
+	return udpBound(port)
 }
 
 // udpBound reports whether a UDP socket is bound to port of 127.0.0.1 (or of any address),
