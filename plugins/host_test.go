@@ -295,7 +295,8 @@ func TestEmitReturnsOnlyAfterAccept(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("sink never saw event %d", seq)
 		}
-		// The sink holds the event: the translator must still be inside Emit.
+		// The sink holds the event: the translator must still be inside Emit. Nothing signals
+		// that Emit will not return, so the check gives it a while of real time to.
 		time.Sleep(300 * time.Millisecond)
 		if n := len(hs.logs.find("emitted", "translator", "gated", "seq", seq)); n != 0 {
 			t.Fatalf("Emit of event %d returned while the sink still held it", seq)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // binary is the callwire executable built once for these tests.
@@ -294,18 +295,14 @@ func TestQuickstart(t *testing.T) {
 
 func waitUp(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	testwait.Until(t, 20*time.Second, url+" to answer 200", func() bool {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s did not come up", url)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 // TestServeWithRedisDown starts serve with broker.redis.url naming a Redis that is not running:
@@ -351,27 +348,27 @@ func TestServeWithRedisDown(t *testing.T) {
 	// readyz polls /readyz until it names the broker as want, or serve exits.
 	readyz := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
 		var last string
-		for time.Now().Before(deadline) {
+		if testwait.Poll(30*time.Second, func() bool {
 			select {
 			case err := <-exited:
 				t.Fatalf("serve exited (%v) while waiting for the broker %q; last readyz %s\n%s", err, want, last, logs.String())
 			default:
 			}
-			if resp, err := http.Get(base + "/readyz"); err == nil {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				last = fmt.Sprintf("%d %s", resp.StatusCode, b)
-				var body struct {
-					Status string            `json:"status"`
-					Checks map[string]string `json:"checks"`
-				}
-				if resp.StatusCode == 200 && json.Unmarshal(b, &body) == nil && body.Status == "ready" && body.Checks["broker"] == want {
-					return
-				}
+			resp, err := http.Get(base + "/readyz")
+			if err != nil {
+				return false
 			}
-			time.Sleep(50 * time.Millisecond)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+			var body struct {
+				Status string            `json:"status"`
+				Checks map[string]string `json:"checks"`
+			}
+			return resp.StatusCode == 200 && json.Unmarshal(b, &body) == nil && body.Status == "ready" && body.Checks["broker"] == want
+		}) {
+			return
 		}
 		t.Fatalf("readyz never named the broker %q; last: %s", want, last)
 	}
@@ -379,13 +376,8 @@ func TestServeWithRedisDown(t *testing.T) {
 	// The Redis client logs its failures to dial through the service's logger. A pause of the
 	// machine can let the start's ping time out before the client has given up dialling, so
 	// wait for its line (the broker keeps trying while Redis is down) before Redis starts.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if n, _ := redisLines(); n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no line of the Redis client (component redis) in the log while Redis was down:\n%s", logs.String())
-		}
+	if !testwait.Poll(30*time.Second, func() bool { n, _ := redisLines(); return n > 0 }) {
+		t.Fatalf("no line of the Redis client (component redis) in the log while Redis was down:\n%s", logs.String())
 	}
 	redisSrv.Start()
 	readyz("ok")

@@ -20,6 +20,7 @@ import (
 	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // keyring is an Authenticator over a fixed set of secrets whose keys can be revoked while a test
@@ -477,13 +478,9 @@ func TestStreamClientGoneClosesSubscription(t *testing.T) {
 	c.resp.Body.Close()
 	// A write fails within a heartbeat or two of the client leaving.
 	waitClosed(t, e.broker.all()[0])
-	deadline := time.Now().Add(5 * time.Second)
-	for gaugeValue(t, e.reg, "callwire_popup_streams_open") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("open streams gauge did not return to 0")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, "the open streams gauge to return to 0", func() bool {
+		return gaugeValue(t, e.reg, "callwire_popup_streams_open") == 0
+	})
 }
 
 func TestStreamOutlivesRequestAndWriteTimeouts(t *testing.T) {
@@ -496,6 +493,8 @@ func TestStreamOutlivesRequestAndWriteTimeouts(t *testing.T) {
 	if ev := c.next(t, 5*time.Second, false); ev.Event != "ready" {
 		t.Fatalf("%+v", ev)
 	}
+	// Past the request and write timeouts several times over, on the server's wall clock: the
+	// stream outliving them is what is under test.
 	time.Sleep(1500 * time.Millisecond)
 	e.publish("org_riverside", "late", "main")
 	if ev := c.next(t, 5*time.Second, false); ev.ID != "late" {

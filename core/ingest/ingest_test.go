@@ -21,6 +21,7 @@ import (
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 )
 
@@ -211,19 +212,11 @@ type recorder struct {
 // waitWriters waits until n writes have reached the store.
 func (r *recorder) waitWriters(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("%d writes to reach the store", n), func() bool {
 		r.mu.Lock()
-		got := r.writers
-		r.mu.Unlock()
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes reached the store, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer r.mu.Unlock()
+		return r.writers >= n
+	})
 }
 
 func newRecorder() *recorder {

@@ -14,6 +14,7 @@ import (
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/internal/rediscluster"
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // clusterNodeTimeout is the test clusters' cluster-node-timeout: how long a dead master goes
@@ -201,7 +202,7 @@ func TestRedisClusterFailover(t *testing.T) {
 				mu.Lock()
 				refused++
 				mu.Unlock()
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond) // the desk's pause before it subscribes again, as a browser's
 				continue
 			}
 			mu.Lock()
@@ -219,19 +220,11 @@ func TestRedisClusterFailover(t *testing.T) {
 			s.Close()
 		}
 	}()
-	deadline := time.Now().Add(popuptest.Wait)
-	for {
+	testwait.Until(t, popuptest.Wait, "the desk to subscribe", func() bool {
 		mu.Lock()
-		n := len(subscribedAt)
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the desk did not subscribe")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(subscribedAt) > 0
+	})
 
 	// Whether broker a was seen down.
 	var sawDown sync.WaitGroup
@@ -246,7 +239,7 @@ func TestRedisClusterFailover(t *testing.T) {
 				close(downSeen)
 				return
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a sample of Up every 5ms, until it is seen false
 		}
 	}()
 
@@ -281,6 +274,8 @@ func TestRedisClusterFailover(t *testing.T) {
 		}
 		return r
 	}
+	// The ringing rate: a popup every 20ms of real time, before the kill and through the failover,
+	// whose gap in delivery is what the test measures.
 	const every = 20 * time.Millisecond
 	i := 0
 	for start := time.Now(); time.Since(start) < time.Second; i++ {
@@ -314,16 +309,12 @@ func TestRedisClusterFailover(t *testing.T) {
 	}
 	// Let the last popups arrive.
 	last := rings[len(rings)-1].id
-	deadline = time.Now().Add(popuptest.Wait)
-	for {
+	testwait.Poll(popuptest.Wait, func() bool {
 		mu.Lock()
+		defer mu.Unlock()
 		_, ok := delivered[last]
-		mu.Unlock()
-		if ok || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ok
+	})
 	stopDesk()
 	<-deskDone
 
@@ -375,13 +366,7 @@ func TestRedisClusterFailover(t *testing.T) {
 	stopWatch()
 	sawDown.Wait()
 	for name, r := range map[string]*popup.Redis{"a": a, "b": b} {
-		deadline := time.Now().Add(popuptest.Wait)
-		for !r.Up() {
-			if time.Now().After(deadline) {
-				t.Fatalf("broker %s still down %v after the failover", name, popuptest.Wait)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testwait.Until(t, popuptest.Wait, "broker "+name+" to be up after the failover", r.Up)
 	}
 }
 

@@ -3,6 +3,7 @@ package popup_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/sdktest"
 )
 
@@ -190,13 +192,7 @@ func TestRedisNeverAnswering(t *testing.T) {
 // waitUp polls r until Up is want, failing t after 30 seconds.
 func waitUp(t *testing.T, r *popup.Redis, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for r.Up() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("broker Up() stayed %v for 30s", !want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, fmt.Sprintf("broker Up() to be %v", want), func() bool { return r.Up() == want })
 }
 
 // TestRedisDownAtStart makes the broker while nothing listens at its address, then starts a real
@@ -290,10 +286,7 @@ func TestRedisDropsMalformedMessages(t *testing.T) {
 	}
 	// The subscription counts a delivery after handing the popup over, so the count may trail
 	// the receive by a moment.
-	deadline := time.Now().Add(5 * time.Second)
-	for counter(t, reg, "callwire_broker_popups_total", "delivered") != 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Poll(5*time.Second, func() bool { return counter(t, reg, "callwire_broker_popups_total", "delivered") == 1 })
 	if got := counter(t, reg, "callwire_broker_popups_total", "delivered"); got != 1 {
 		t.Errorf("delivered = %v, want 1", got)
 	}

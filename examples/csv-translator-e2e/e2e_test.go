@@ -145,7 +145,7 @@ func (l *callLog) feed(n int, interval time.Duration) (wait func()) {
 				done <- err
 				return
 			}
-			time.Sleep(interval)
+			time.Sleep(interval) // the pace at which the PBX writes its log: the test's load
 		}
 		done <- nil
 	}()

@@ -138,13 +138,8 @@ func (f *front) start() {
 	f.t.Helper()
 	var ln net.Listener
 	var err error
-	for range 50 { // the port may take a moment to be free again
-		if ln, err = net.Listen("tcp", f.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
+	// The port of a front that was stopped may take a moment to be free again.
+	if !testwait.Poll(time.Second, func() bool { ln, err = net.Listen("tcp", f.addr); return err == nil }) {
 		f.t.Fatalf("front: %v", err)
 	}
 	f.addr = ln.Addr().String()
@@ -156,7 +151,7 @@ func (f *front) start() {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rec := &statusRecorder{ResponseWriter: w, status: 200}
-		time.Sleep(f.delay)
+		time.Sleep(f.delay) // a slow network or core: the delay is what the test asks for
 		f.mu.Lock()
 		bad := ""
 		for c := range f.badCalls {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // TestCheckpointsBesideTheWriter: writes too few for the writer's own checkpoint still reach the
@@ -51,12 +52,8 @@ func TestCheckpointsBesideTheWriter(t *testing.T) {
 	if frames := (fileSize(t, path+"-wal") - 32) / (pageSize + 24); frames >= int64(pages) {
 		t.Fatalf("the writes took the WAL to %d pages, past the writer's own checkpoint at %d", frames, pages)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for fileSize(t, path) <= before {
-		if time.Now().After(deadline) {
-			t.Fatalf("the database file stayed at %d bytes for 10 s after 200 calls were committed: no checkpoint", before)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Poll(10*time.Second, func() bool { return fileSize(t, path) > before }) {
+		t.Fatalf("the database file stayed at %d bytes for 10 s after 200 calls were committed: no checkpoint", before)
 	}
 }
 
@@ -100,15 +97,13 @@ func TestWALStartsOverUnderLoad(t *testing.T) {
 		})
 	}
 	first, starts := walSequence(t, path+"-wal"), 0
-	deadline := time.Now().Add(20 * time.Second)
-	for starts < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the WAL started over %d times in 20 s of writes (%d calls, WAL %d bytes), want 2", starts, next.Load(), fileSize(t, path+"-wal"))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Poll(20*time.Second, func() bool {
 		if seq := walSequence(t, path+"-wal"); seq != first {
 			first, starts = seq, starts+1
 		}
+		return starts >= 2
+	}) {
+		t.Fatalf("the WAL started over %d times in 20 s of writes (%d calls, WAL %d bytes), want 2", starts, next.Load(), fileSize(t, path+"-wal"))
 	}
 }
 

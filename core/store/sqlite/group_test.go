@@ -13,6 +13,7 @@ import (
 
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/internal/writeq"
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // groupWrite is a write of one call with one event, for the organization org.
@@ -83,17 +84,12 @@ func holdWriteLock(t *testing.T, path string) (release func()) {
 // queued waits until n writes wait in s's queue.
 func queued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := s.queue.Len()
-		if got == n {
-			return
+	testwait.NoError(t, 10*time.Second, func() error {
+		if got := s.queue.Len(); got != n {
+			return fmt.Errorf("%d writes queued, want %d", got, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes queued, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestGroupKeepsEachWriteAtomic: writes that waited together are committed in one group, and one

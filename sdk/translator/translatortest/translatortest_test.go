@@ -40,7 +40,7 @@ func good(ctx context.Context, out translator.Emitter) error {
 			if !errors.As(err, &refused) {
 				return err
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the translator's pause before it offers the event again
 		}
 	}
 	<-ctx.Done()
