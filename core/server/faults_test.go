@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/sdktest"
 )
 
@@ -259,17 +261,12 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 		t.Errorf("readyz while down: %d", r.status)
 	}
 	p.Restore()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := e.post(ev("call_ended", "down-2", 3, ""))
-		if r.status == 201 {
-			break
+	testwait.NoError(t, 10*time.Second, func() error {
+		if r := e.post(ev("call_ended", "down-2", 3, "")); r.status != 201 {
+			return fmt.Errorf("after the outage: %d %s", r.status, r.raw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the outage: %d %s", r.status, r.raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	e.absent(e.org, "sip", "down-1")
 }
 
@@ -315,17 +312,14 @@ func (l *callsLock) awaitWaiter() {
 		l.t.Fatal(err)
 	}
 	defer conn.Close(context.WithoutCancel(l.t.Context()))
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testwait.Until(l.t, 10*time.Second, "a session to wait on the calls lock", func() bool {
 		var n int
 		if err := conn.QueryRow(l.t.Context(),
 			`SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, int(l.pid)).Scan(&n); err != nil {
 			l.t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
-	}
-	l.t.Fatal("no session came to wait on the calls lock")
+		return n > 0
+	})
 }
 
 func TestStoreTooSlowAnswers503AndWritesNothing(t *testing.T) {

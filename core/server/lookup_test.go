@@ -227,6 +227,8 @@ func TestCallerLookupBreaker(t *testing.T) {
 
 		// The adapter comes back; after BreakerOpen one call probes it and the breaker closes.
 		a.setMode("ok")
+		// The open period is what is under test, and it runs on the server's wall clock; the
+		// breaker's own test in core/lookup covers it on a bubble's clock.
 		time.Sleep(open + 100*time.Millisecond)
 		for i := range 3 {
 			r := e.post(ev("call_received", fmt.Sprintf("up-%d", i), 0, ""))

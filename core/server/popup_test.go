@@ -20,6 +20,7 @@ import (
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/sdktest"
 )
 
@@ -196,17 +197,11 @@ func (e *env) readyz() readiness {
 // waitBroker polls /readyz until it names the broker as want, failing t after 30 seconds.
 func (e *env) waitBroker(want string) readiness {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := e.readyz()
-		if r.Checks["broker"] == want {
-			return r
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("readyz still names the broker %q after 30s, want %q: %+v", r.Checks["broker"], want, r)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var r readiness
+	if !testwait.Poll(30*time.Second, func() bool { r = e.readyz(); return r.Checks["broker"] == want }) {
+		e.t.Fatalf("readyz still names the broker %q after 30s, want %q: %+v", r.Checks["broker"], want, r)
 	}
+	return r
 }
 
 // TestRedisDownAtStart starts the server with broker.redis.url naming a port where nothing

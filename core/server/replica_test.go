@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/callwire/callwire/core/auth"
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // TestReadReplica serves with database.read_url naming a real standby: /readyz names the
@@ -60,15 +62,11 @@ func TestReadReplica(t *testing.T) {
 	if err := standby.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.NoError(t, 20*time.Second, func() error {
 		r := e.do("GET", "/readyz", "")
 		if r.status == 200 && strings.Contains(string(r.raw), `"replica":"ok"`) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz %d %s 20s after the standby restarted, want the replica ok", r.status, r.raw)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("/readyz %d %s after the standby restarted, want the replica ok", r.status, r.raw)
+	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/callwire/callwire/core/store/postgres"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
 	"github.com/callwire/callwire/core/store/storetest"
+	"github.com/callwire/callwire/internal/testwait"
 )
 
 // openStore returns a migrated store in a schema of its own, closed when t ends.
@@ -524,16 +525,14 @@ func TestWriteCutOffWhileWaiting(t *testing.T) {
 	}
 	// The deadline's cancel reaches the waiting statement on its own time: let it, so that the
 	// cut-off write is not left to finish once the call is released.
-	for waiting, tries := 1, 0; waiting > 0; tries++ {
-		if tries == 100 {
-			t.Fatal("the cut-off statement is still waiting after 5s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	testwait.Until(t, 5*time.Second, "the cut-off statement to stop waiting", func() bool {
+		var waiting int
 		if err := holder.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
 			holder.PgConn().PID()).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return waiting == 0
+	})
 	if err := tx.Rollback(t.Context()); err != nil {
 		t.Fatal(err)
 	}
