@@ -283,15 +283,15 @@ func TestReadReplicaLag(t *testing.T) {
 	if _, err := s.WriteCalls(ctx, sampleWrite(org, 1, "first")); err != nil {
 		t.Fatalf("WriteCalls: %v", err)
 	}
-	eventually(t, 20*time.Second, func() string {
+	testwait.NoError(t, 20*time.Second, func() error {
 		lag, ok := s.ReplicaLag()
 		if !ok || lag != 0 {
-			return fmt.Sprintf("lag %v (measured %v), want 0 once the standby has replayed every write", lag, ok)
+			return fmt.Errorf("lag %v (measured %v), want 0 once the standby has replayed every write", lag, ok)
 		}
 		if ok, err := listed(ctx, s, org, "first"); !ok || err != nil {
-			return fmt.Sprintf("the first call is not listed through the replica yet (error %v)", err)
+			return fmt.Errorf("the first call is not listed through the replica yet (error %v)", err)
 		}
-		return ""
+		return nil
 	})
 	if err := s.PingReplica(ctx); err != nil {
 		t.Fatalf("PingReplica with the standby caught up: %v", err)
@@ -300,12 +300,12 @@ func TestReadReplicaLag(t *testing.T) {
 	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() string {
+	testwait.NoError(t, 10*time.Second, func() error {
 		var state string
 		if err := direct.QueryRow(ctx, `SELECT pg_get_wal_replay_pause_state()`).Scan(&state); err != nil || state != "paused" {
-			return fmt.Sprintf("replay is %q (%v), not paused", state, err)
+			return fmt.Errorf("replay is %q (%v), not paused", state, err)
 		}
-		return ""
+		return nil
 	})
 	if _, err := s.WriteCalls(ctx, sampleWrite(org, 1, "second")); err != nil {
 		t.Fatalf("WriteCalls: %v", err)
@@ -316,11 +316,11 @@ func TestReadReplicaLag(t *testing.T) {
 			t.Fatalf("listed %v (error %v) at lag %v: the replica, which lacks the call, should serve", ok, err, lag)
 		}
 	}
-	eventually(t, 10*time.Second, func() string {
+	testwait.NoError(t, 10*time.Second, func() error {
 		if lag, ok := s.ReplicaLag(); !ok || lag <= maxLag {
-			return fmt.Sprintf("lag %v (measured %v) with replay paused, want over %v", lag, ok, maxLag)
+			return fmt.Errorf("lag %v (measured %v) with replay paused, want over %v", lag, ok, maxLag)
 		}
-		return ""
+		return nil
 	})
 	if ok, err := listed(ctx, s, org, "second"); err != nil || !ok {
 		t.Fatalf("with the replica too far behind, the second call is listed %v (error %v), want read on the primary", ok, err)
@@ -335,25 +335,25 @@ func TestReadReplicaLag(t *testing.T) {
 	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_resume()`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
+	testwait.NoError(t, 20*time.Second, func() error {
 		if lag, ok := s.ReplicaLag(); !ok || lag != 0 {
-			return fmt.Sprintf("lag %v once replay resumed, want 0", lag)
+			return fmt.Errorf("lag %v once replay resumed, want 0", lag)
 		}
 		if err := s.PingReplica(ctx); err != nil {
-			return err.Error()
+			return err
 		}
-		return ""
+		return nil
 	})
 	// Back on the replica: with replay paused again, a new write is missing from the list.
 	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() string {
+	testwait.NoError(t, 10*time.Second, func() error {
 		var state string
 		if err := direct.QueryRow(ctx, `SELECT pg_get_wal_replay_pause_state()`).Scan(&state); err != nil || state != "paused" {
-			return fmt.Sprintf("replay is %q (%v), not paused", state, err)
+			return fmt.Errorf("replay is %q (%v), not paused", state, err)
 		}
-		return ""
+		return nil
 	})
 	if _, err := s.WriteCalls(ctx, sampleWrite(org, 1, "third")); err != nil {
 		t.Fatalf("WriteCalls: %v", err)
