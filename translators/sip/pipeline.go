@@ -112,7 +112,7 @@ func (p *pipeline) run(ctx context.Context, drain time.Duration, report func(cal
 			for {
 				select {
 				case m := <-p.in:
-					p.queue(p.observe(m))
+					p.queue(p.translate(m))
 				default:
 					break queued
 				}
@@ -130,7 +130,7 @@ func (p *pipeline) run(ctx context.Context, drain time.Duration, report func(cal
 			}
 			return
 		case m := <-p.in:
-			p.queue(p.observe(m))
+			p.queue(p.translate(m))
 			p.gather(ctx)
 		case <-timer.C:
 			p.armed = time.Time{}
@@ -159,7 +159,7 @@ func (p *pipeline) gather(ctx context.Context) {
 	for range cap(p.in) {
 		select {
 		case m := <-p.in:
-			p.queue(p.observe(m))
+			p.queue(p.translate(m))
 		default:
 			return
 		}
@@ -190,9 +190,9 @@ func (p *pipeline) advance(at time.Time) {
 	}
 }
 
-// observe runs the model on m; a panic in the model is contained and logged, never fatal. The
-// events returned are valid until the next observe: queue them at once.
-func (p *pipeline) observe(m callmodel.Message) (evs []event.Event) {
+// translate runs the model on m; a panic in the model is contained and logged, never fatal. The
+// events returned are valid until the next translate: queue them at once.
+func (p *pipeline) translate(m callmodel.Message) (evs []event.Event) {
 	p.advance(m.At)
 	clear(p.evs) // what the previous message's events held, handed on already
 	defer func() {
