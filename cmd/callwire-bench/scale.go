@@ -28,6 +28,7 @@ import (
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/store"
 	"github.com/callwire/callwire/core/store/postgres"
+	"github.com/callwire/callwire/internal/haproxy"
 )
 
 // The scale run (-scale) measures what one `callwire serve` replica holds and what replicas
@@ -657,55 +658,25 @@ func popupsAtLevel(ctx context.Context, o options, addr, broker string, orgs []s
 	return p, nil
 }
 
-// haproxyScaleConfig is the load balancer of the replica runs, as the cluster topology's
-// (cmd/callwire/clustertest): round robin over the replicas, each checked on /readyz.
-const haproxyScaleConfig = `global
-    maxconn 4096
-
-defaults
-    mode http
-    option redispatch
-    retries 3
-    retry-on conn-failure
-    timeout connect 2s
-    timeout client 30s
-    timeout server 30s
-    timeout http-request 10s
-    timeout http-keep-alive 10s
-    timeout queue 5s
-
-frontend api
-    bind %s
-    default_backend serve
-
-backend serve
-    balance roundrobin
-    option httpchk GET /readyz
-    http-check expect status 200
-    default-server inter 500ms fall 2 rise 2
-%s`
-
-// startHAProxy starts HAProxy in front of the servers and returns it with its address once a
+// startHAProxy starts HAProxy in front of the servers, configured as the cluster topology's
+// (internal/haproxy), and returns it with its address once a
 // request through it is answered.
 func startHAProxy(ctx context.Context, dir string, servers []*child) (*child, string, error) {
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/haproxy"); serr != nil {
-			return nil, "", errors.New("haproxy not found: apt-get install -y -q haproxy")
-		}
-		bin = "/usr/sbin/haproxy"
+	bin := haproxy.Path()
+	if bin == "" {
+		return nil, "", errors.New("haproxy not found: apt-get install -y -q haproxy")
 	}
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	var b strings.Builder
+	backends := make([]haproxy.Server, len(servers))
 	for i, s := range servers {
-		fmt.Fprintf(&b, "    server serve%d %s check\n", i+1, s.addr)
+		backends[i] = haproxy.Server{Name: "serve" + strconv.Itoa(i+1), Addr: s.addr}
 	}
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyScaleConfig, addr, b.String()), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(haproxy.Config(addr, backends, "")), 0o600); err != nil {
 		return nil, "", err
 	}
 	if out, err := exec.CommandContext(ctx, bin, "-c", "-q", "-f", cfg).CombinedOutput(); err != nil {

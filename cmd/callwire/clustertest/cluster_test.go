@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/callwire/callwire/cmd/callwire/e2etest"
+	"github.com/callwire/callwire/internal/haproxy"
 )
 
 // EnvRun is the environment variable that, set to "1", runs the topology; without it the test
@@ -75,8 +76,8 @@ func TestCluster(t *testing.T) {
 	if os.Getenv(EnvRun) != "1" {
 		t.Skip("clustertest: SKIPPING: the cluster topology runs with " + EnvRun + "=1 (make cluster-test)")
 	}
-	haproxy := haproxyPath()
-	if haproxy == "" {
+	haproxyBin := haproxy.Path()
+	if haproxyBin == "" {
 		msg := "clustertest: the topology needs HAProxy (apt-get install -y -q haproxy)"
 		if os.Getenv(EnvRequireHAProxy) == "1" {
 			t.Fatal(msg + ", and " + EnvRequireHAProxy + "=1")
@@ -109,7 +110,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lb := startLoadBalancer(t, ctx, haproxy, replicas)
+	lb := startLoadBalancer(t, ctx, haproxyBin, replicas)
 
 	// Two desks per replica: one at the front desk, one in the lab.
 	deskCtx, stopDesks := context.WithCancel(ctx)

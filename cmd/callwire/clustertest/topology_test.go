@@ -22,6 +22,7 @@ import (
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/store/postgres/pgtest"
+	"github.com/callwire/callwire/internal/haproxy"
 	"github.com/callwire/callwire/internal/rediscluster"
 )
 
@@ -202,67 +203,18 @@ type loadBalancer struct {
 // url is the frontend's base URL.
 func (lb *loadBalancer) url() string { return "http://" + lb.addr }
 
-// haproxyPath returns the haproxy program's path, or "" when it is not installed.
-func haproxyPath() string {
-	if p, err := exec.LookPath("haproxy"); err == nil {
-		return p
-	}
-	for _, p := range []string{"/usr/sbin/haproxy", "/usr/local/sbin/haproxy"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// haproxyConfig is the load balancer's configuration: round robin over the replicas, each
-// checked on /readyz every 500ms (down after two failures, up after two successes). A request
-// whose connection is refused is sent to another replica. The client and server timeouts
-// outlast the popup stream's heartbeat, so that an idle stream stays open; a replica that stops
-// answering a stream is cut after them.
-const haproxyConfig = `global
-    maxconn 4096
-
-defaults
-    mode http
-    option redispatch
-    retries 3
-    retry-on conn-failure
-    timeout connect 2s
-    timeout client 30s
-    timeout server 30s
-    timeout http-request 10s
-    timeout http-keep-alive 10s
-    timeout queue 5s
-
-frontend api
-    bind %s
-    default_backend serve
-
-backend serve
-    balance roundrobin
-    option httpchk GET /readyz
-    http-check expect status 200
-    default-server inter 500ms fall 2 rise 2
-%s
-listen stats
-    bind %s
-    stats enable
-    stats uri /stats
-`
-
 // startLoadBalancer writes HAProxy's configuration for the replicas into a temporary directory,
 // checks it, starts HAProxy in the foreground and waits until it sees every replica up.
 func startLoadBalancer(t *testing.T, ctx context.Context, bin string, replicas []*replica) *loadBalancer {
 	t.Helper()
 	dir := t.TempDir()
 	lb := &loadBalancer{addr: freeAddr(t), statsAddr: freeAddr(t)}
-	var servers strings.Builder
-	for _, r := range replicas {
-		fmt.Fprintf(&servers, "    server %s %s check\n", r.name, r.addr)
+	servers := make([]haproxy.Server, len(replicas))
+	for i, r := range replicas {
+		servers[i] = haproxy.Server{Name: r.name, Addr: r.addr}
 	}
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, lb.addr, servers.String(), lb.statsAddr), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(haproxy.Config(lb.addr, servers, lb.statsAddr)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.CommandContext(ctx, bin, "-c", "-q", "-f", cfg).CombinedOutput(); err != nil {
