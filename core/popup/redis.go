@@ -73,14 +73,17 @@ const firstRetry = 100 * time.Millisecond
 // callwire_broker_up{broker="redis"}) from a ping every health interval, pings with backoff while
 // Redis is down, and from the outcome of each publish. While Redis is down, Publish and Subscribe
 // fail at once with ErrDown; once a ping is answered again they go to Redis again, on fresh
-// connections.
+// connections. On a cluster the same holds per shard (see NewRedisCluster and ShardsDown).
 type Redis struct {
 	// client is a *redis.Client on one server, or a *redis.ClusterClient (see NewRedisCluster).
 	client redis.UniversalClient
 	names  keyspace
 	addr   string
-	// pingAll asks Redis for a PONG: the one server, or every master of the cluster.
+	// pingAll asks Redis for a PONG: the one server, or every master of the cluster (then it
+	// also records which shards are down, see pingShards).
 	pingAll func(ctx context.Context) error
+	// shards is the per-shard health of a cluster broker; nil on one server.
+	shards  *shardHealth
 	opts    RedisOptions
 	log     *slog.Logger
 	metrics brokerMetrics
@@ -176,6 +179,16 @@ func newRedis(ctx context.Context, client redis.UniversalClient, names keyspace,
 	r := &Redis{client: client, names: names, addr: addr, pingAll: ping, opts: o, log: log, metrics: m, upGauge: upGauge,
 		publishOnce: redis.NewScript(publishOnceLua(names.publish())), tokenPrefix: rand.Text() + ":",
 		kick: make(chan struct{}, 1), healthDone: make(chan struct{}), subs: map[*redisSub]struct{}{}}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		g, err := newShardsDownGauge("redis", o.Registerer)
+		if err != nil {
+			client.Close()
+			return nil, err
+		}
+		g.Set(0)
+		r.shards = &shardHealth{client: cc, gauge: g, down: map[string]error{}}
+		r.pingAll = r.pingShards
+	}
 	if err := r.ping(ctx); err != nil {
 		upGauge.Set(0)
 		r.log.Warn("redis does not answer; popups are missed until it does", "component", "popup", "addr", r.addr, "error", err)
@@ -215,7 +228,8 @@ func newUpGauge(kind string, reg prometheus.Registerer) (prometheus.Gauge, error
 }
 
 // Up reports whether Redis answered the broker's last ping or publish. While it is false,
-// Publish and Subscribe fail at once with ErrDown.
+// Publish and Subscribe fail at once with ErrDown. On a cluster it reports whether at least one
+// master answered the last ping or publish; the shards down meanwhile are counted by ShardsDown.
 func (r *Redis) Up() bool {
 	return r.up.Load()
 }
@@ -254,6 +268,11 @@ func (r *Redis) setUp(up bool, err error) {
 // that a blip costs no more than the popups that met it.
 func (r *Redis) down(err error) {
 	r.setUp(false, err)
+	r.kickHealth()
+}
+
+// kickHealth asks the health loop to ping at once.
+func (r *Redis) kickHealth() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -261,12 +280,13 @@ func (r *Redis) down(err error) {
 }
 
 // health pings Redis every health interval while it is up, and with backoff (from firstRetry
-// doubling to the retry interval) while it is down, until ctx ends. A kick pings at once.
+// doubling to the retry interval) while it, or on a cluster one of its shards, is down, until ctx
+// ends. A kick pings at once.
 func (r *Redis) health(ctx context.Context) {
 	defer close(r.healthDone)
 	retry := firstRetry
 	next := func() time.Duration {
-		if r.up.Load() {
+		if r.up.Load() && r.ShardsDown() == 0 {
 			retry = firstRetry
 			return r.opts.HealthInterval
 		}
@@ -322,9 +342,10 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 		r.metrics.failed.Inc()
 		return ErrClosed
 	}
-	if !r.up.Load() {
+	shard, err := r.available(ctx, p.OrgID)
+	if err != nil {
 		r.metrics.failed.Inc()
-		return fmt.Errorf("popup: publish: %w", ErrDown)
+		return fmt.Errorf("popup: publish: %w", err)
 	}
 	data, err := json.Marshal(p)
 	if err != nil {
@@ -341,11 +362,11 @@ func (r *Redis) Publish(ctx context.Context, p Popup) error {
 		r.metrics.failed.Inc()
 		// A caller that gave up is no sign of Redis's health; a deadline that Redis let pass is.
 		if !errors.Is(ctx.Err(), context.Canceled) {
-			r.down(err)
+			r.failed(shard, err)
 		}
 		return err
 	}
-	r.setUp(true, nil) // Redis answered, whatever the answer
+	r.answered(shard) // Redis answered, whatever the answer
 	if !published {
 		r.metrics.repeat.Inc()
 		return ErrRepeat
@@ -381,9 +402,10 @@ func (r *Redis) NotifyCallbacks(ctx context.Context, orgID string) error {
 		r.metrics.noticesFailed.Inc()
 		return ErrClosed
 	}
-	if !r.up.Load() {
+	shard, err := r.available(ctx, orgID)
+	if err != nil {
 		r.metrics.noticesFailed.Inc()
-		return fmt.Errorf("popup: notify: %w", ErrDown)
+		return fmt.Errorf("popup: notify: %w", err)
 	}
 	data, err := json.Marshal(notice{OrgID: orgID})
 	if err != nil {
@@ -398,11 +420,11 @@ func (r *Redis) NotifyCallbacks(ctx context.Context, orgID string) error {
 	if err := r.names.publishCmd(ctx, r.client, r.names.callbacks(orgID), data).Err(); err != nil {
 		r.metrics.noticesFailed.Inc()
 		if !errors.Is(ctx.Err(), context.Canceled) {
-			r.down(err)
+			r.failed(shard, err)
 		}
 		return fmt.Errorf("popup: notify on redis: %w", err)
 	}
-	r.setUp(true, nil)
+	r.answered(shard)
 	r.metrics.noticesPublished.Inc()
 	return nil
 }
@@ -430,8 +452,9 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 	if closed {
 		return nil, ErrClosed
 	}
-	if !r.up.Load() {
-		return nil, fmt.Errorf("popup: subscribe: %w", ErrDown)
+	shard, err := r.available(ctx, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("popup: subscribe: %w", err)
 	}
 	channels := make([]string, len(locs), len(locs)+1)
 	for i, l := range locs {
@@ -440,7 +463,7 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 	channels = append(channels, r.names.callbacks(orgID))
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &redisSub{
-		r: r, org: orgID, locations: locs, feed: newFeed(r.opts.Buffer),
+		r: r, org: orgID, shard: shard, locations: locs, feed: newFeed(r.opts.Buffer),
 		ps: r.names.pubSub(loopCtx, r.client), cancel: cancel, done: make(chan struct{}),
 		copies: map[string]int{},
 	}
@@ -451,8 +474,10 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 		// cluster's ping does) and subscribe once more, on the slot's new master.
 		s.ps.Close()
 		if perr := r.ping(ctx); perr == nil {
-			s.ps = r.names.pubSub(loopCtx, r.client)
-			early, err = s.confirm(ctx, channels)
+			if s.shard, err = r.available(ctx, orgID); err == nil {
+				s.ps = r.names.pubSub(loopCtx, r.client)
+				early, err = s.confirm(ctx, channels)
+			}
 		}
 	}
 	if err != nil {
@@ -475,6 +500,11 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 	}
 	go s.loop(loopCtx)
 	s.watch(ctx, func(err error) { s.finish(err) })
+	// A shard marked down since available asked ended the subscriptions it knew of; this one
+	// was not among them yet.
+	if r.shardDown(s.shard) {
+		s.finish(fmt.Errorf("popup: redis shard %s: %w", s.shard, ErrDown))
+	}
 	return s, nil
 }
 
@@ -507,8 +537,11 @@ func (r *Redis) Close() error {
 
 // redisSub is one subscription on a Redis broker.
 type redisSub struct {
-	r         *Redis
-	org       string
+	r   *Redis
+	org string
+	// shard is the master serving org's slot when the subscription was made, on a cluster;
+	// "" on one server.
+	shard     string
 	locations []string
 	feed      *feed
 	ps        *redis.PubSub
@@ -604,7 +637,7 @@ func (s *redisSub) loop(ctx context.Context) {
 // fail ends the subscription for a broker-side reason, unless it has ended already.
 func (s *redisSub) fail(err error) {
 	if s.finish(err) {
-		s.r.down(err)
+		s.r.failed(s.shard, err)
 		s.r.log.Warn("popup subscription ended; the workstation must subscribe again", "error", err, "org_id", s.org)
 	}
 }

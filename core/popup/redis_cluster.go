@@ -21,9 +21,12 @@ import (
 //     claimed under ClusterClaimKey. Their names carry the organization as a hash tag, so all of
 //     an organization's channels and claims are in one slot: the claim-and-publish script runs
 //     on the master that serves it, and each subscription is one SSUBSCRIBE on one node.
-//   - The broker is up while every master of the cluster answers a ping; a master that dies
-//     marks it down until its replica has taken over, as the cluster itself refuses commands
-//     meanwhile.
+//   - Health is per shard (see ShardsDown): a master that fails a publish, a notice, a
+//     subscription or a ping marks down only its shard, whose organizations' Publish,
+//     NotifyCallbacks and Subscribe fail at once with ErrDown and whose subscriptions end,
+//     until its master answers again or its replica has taken over its slots. The organizations
+//     of the other shards go on as usual. The broker is up (Up) while the cluster's slots can be
+//     read and at least one master answers.
 //   - Organization ids starting with '}' are refused: they would defeat the hash tag.
 //
 // It fails when urls is empty, when a URL is unusable, names a database other than 0 (a cluster

@@ -379,6 +379,11 @@ func (n *Node) Start(ctx context.Context) error {
 		"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(n.BusPort),
 		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", strconv.FormatInt(n.timeout.Milliseconds(), 10),
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", n.dir,
+		// A master marked failed does not stop the other shards: with the default (yes) every
+		// node refuses writes with CLUSTERDOWN until the failed master's replica takes over,
+		// and the popups of every organization are missed meanwhile. See docs/popup.md, "On a
+		// Redis Cluster".
+		"--cluster-require-full-coverage", "no",
 		// A replica's first sync starts at once, not after the default wait of 5s for more
 		// replicas to share the transfer.
 		"--repl-diskless-sync-delay", "0")
