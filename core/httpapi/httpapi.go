@@ -450,6 +450,15 @@ type BrokerHealth interface {
 	Up() bool
 }
 
+// ShardedBrokerHealth is a BrokerHealth whose health is also kept per shard, as *popup.Redis's
+// on a Redis Cluster: while a shard is down the broker is up for the organizations of the other
+// shards, and /readyz names it degraded.
+type ShardedBrokerHealth interface {
+	BrokerHealth
+	// ShardsDown reports how many shards are down now.
+	ShardsDown() int
+}
+
 // Readiness check results, as /readyz names them.
 const (
 	checkOK       = "ok"
@@ -457,8 +466,9 @@ const (
 )
 
 // readiness is the body of a 200 from /readyz: status "ready" (the store answers, so calls are
-// recorded) and the result of each check. A broker that is down leaves the service ready, with
-// the broker "degraded": calls are still recorded, only their popups are missed. A read replica
+// recorded) and the result of each check. A broker that is down, or has a shard down, leaves the
+// service ready, with the broker "degraded": calls are still recorded, only (some of) their popups
+// are missed. A read replica
 // that does not answer leaves it ready too, with the replica "degraded": its reads are served by
 // the primary.
 type readiness struct {
@@ -489,6 +499,8 @@ func (a *api) readyz(c *fiber.Ctx) error {
 	if a.o.Broker != nil {
 		r.Checks["broker"] = checkOK
 		if !a.o.Broker.Up() {
+			r.Checks["broker"] = checkDegraded
+		} else if sb, ok := a.o.Broker.(ShardedBrokerHealth); ok && sb.ShardsDown() > 0 {
 			r.Checks["broker"] = checkDegraded
 		}
 	}

@@ -17,6 +17,12 @@ type brokerState bool
 
 func (b brokerState) Up() bool { return bool(b) }
 
+// shardedBroker is a ShardedBrokerHealth, up, with a fixed number of shards down.
+type shardedBroker int
+
+func (b shardedBroker) Up() bool        { return true }
+func (b shardedBroker) ShardsDown() int { return int(b) }
+
 func TestReadyz(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -30,6 +36,10 @@ func TestReadyz(t *testing.T) {
 		{name: "store ok, broker up", broker: brokerState(true), want: 200, checks: map[string]string{"store": "ok", "broker": "ok"}},
 		// Calls are still recorded while the broker is down: ready, with the broker degraded.
 		{name: "store ok, broker down", broker: brokerState(false), want: 200, checks: map[string]string{"store": "ok", "broker": "degraded"}},
+		// A cluster broker with a shard down misses the popups of that shard's organizations.
+		{name: "store ok, cluster broker whole", broker: shardedBroker(0), want: 200, checks: map[string]string{"store": "ok", "broker": "ok"}},
+		{name: "store ok, cluster broker with a shard down", broker: shardedBroker(1), want: 200,
+			checks: map[string]string{"store": "ok", "broker": "degraded"}},
 		// The replica's reads go to the primary while it is down: ready, with the replica degraded.
 		{name: "store ok, replica up", replica: func(context.Context) error { return nil }, want: 200,
 			checks: map[string]string{"store": "ok", "replica": "ok"}},
