@@ -53,6 +53,8 @@ func TestCheckPopups(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	fault := window{name: "fault", from: at(10), until: at(15)}
+	// lossless is a fault that must cost the desks nothing.
+	lossless := window{name: "lossless", from: at(20), until: at(25), lossless: true}
 	ring := func(call string, start float64, locs ...string) post {
 		return post{call: call, locations: locs, seqs: []int{1}, rings: true, start: at(start), end: at(start + 0.05)}
 	}
@@ -96,6 +98,12 @@ func TestCheckPopups(t *testing.T) {
 			desks: []*desk{newDeskWith("lab", always)},
 			lost:  map[string]int{"fault": 1},
 			owedN: 1},
+		{name: "lost inside a fault that must lose none fails",
+			posts: []post{ring("c1", 21, "lab"), ring("c2", 11, "lab")},
+			desks: []*desk{newDeskWith("lab", always)},
+			want:  []string{"desk lab lost the popup of c1"},
+			lost:  map[string]int{"lossless": 1, "fault": 1},
+			owedN: 2},
 		{name: "a ring whose popup may still travel as a fault begins counts in the fault",
 			posts: []post{ring("c1", 9.5, "lab")},
 			desks: []*desk{newDeskWith("lab", always)},
@@ -135,7 +143,7 @@ func TestCheckPopups(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &recorder{}
-			f := checkPopups(r, tc.posts, tc.desks, []window{fault})
+			f := checkPopups(r, tc.posts, tc.desks, []window{fault, lossless})
 			if len(r.errs) != len(tc.want) {
 				t.Fatalf("failures %q, want %q", r.errs, tc.want)
 			}

@@ -36,6 +36,9 @@ type Fault struct {
 	Inject func(ctx context.Context) error
 	// Heal repairs the part and returns once it serves again.
 	Heal func(ctx context.Context) error
+	// Lossless says the fault must cost the desks nothing: an owed popup lost in its window
+	// fails the run, as one lost outside the faults does.
+	Lossless bool
 }
 
 // Store is the PostgreSQL the replicas share.
@@ -102,13 +105,48 @@ func (b clusterBroker) Env() []string {
 	return []string{"CALLWIRE_BROKER_REDIS_CLUSTER_URLS=" + strings.Join(b.c.URLs(), ",")}
 }
 
-// Faults kills, with SIGKILL, the master that serves the organization's popups (their channels
-// are hash-tagged by organization, so one shard holds them all), waits until its replica has
-// taken over, leaves it down for downTime, then starts it again and waits until it has rejoined
-// as a replica.
+// Faults kills, with SIGKILL, first the master of another shard than the organization's, then
+// the master that serves the organization's popups (their channels are hash-tagged by
+// organization, so one shard holds them all); each time it waits until the replica has taken
+// over, leaves the master down for downTime, then starts it again and waits until it has
+// rejoined as a replica. The first must cost the organization's desks nothing: the broker's
+// health is per shard.
 func (b clusterBroker) Faults(orgID string) []Fault {
-	var master *rediscluster.Node
+	var master, other *rediscluster.Node
 	return []Fault{{
+		Name:     "Redis master of another shard killed, failed over",
+		Lossless: true,
+		Inject: func(ctx context.Context) error {
+			own, err := b.c.MasterOf(ctx, popup.ClusterChannel(orgID, "front-desk"))
+			if err != nil {
+				return err
+			}
+			masters, err := b.c.Masters(ctx)
+			if err != nil {
+				return err
+			}
+			for _, m := range masters {
+				if m != own {
+					other = m
+					break
+				}
+			}
+			if other == nil {
+				return fmt.Errorf("no master other than %s", own.Addr())
+			}
+			other.Kill()
+			if err := b.c.WaitOK(ctx); err != nil {
+				return err
+			}
+			return hold(ctx)
+		},
+		Heal: func(ctx context.Context) error {
+			if err := other.Start(ctx); err != nil {
+				return err
+			}
+			return b.c.WaitOK(ctx)
+		},
+	}, {
 		Name: "Redis master of the popups killed, failed over",
 		Inject: func(ctx context.Context) error {
 			var err error
