@@ -477,6 +477,8 @@ func (r *Redis) Subscribe(ctx context.Context, orgID string, locations []string)
 			if s.shard, err = r.available(ctx, orgID); err == nil {
 				s.ps = r.names.pubSub(loopCtx, r.client)
 				early, err = s.confirm(ctx, channels)
+			} else {
+				err = fmt.Errorf("popup: subscribe: %w", err)
 			}
 		}
 	}
