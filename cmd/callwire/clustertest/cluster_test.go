@@ -573,11 +573,11 @@ func report(t *testing.T, run time.Duration, posts []post, windows []window, f p
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster run: %v, %d replicas behind HAProxy, %d reporters, %d desks (%d streams dropped under them, back within %v at most)\n",
 		run.Round(100*time.Millisecond), replicaCount, reporterCount, len(desks), drops, gap.Round(time.Millisecond))
-	fmt.Fprintf(&b, "%-44s %7s %6s %7s %8s %8s %11s %10s %12s\n", "window", "length", "POSTs", "failed", "retries", "p99",
+	fmt.Fprintf(&b, "%-52s %7s %6s %7s %8s %8s %11s %10s %12s\n", "window", "length", "POSTs", "failed", "retries", "p99",
 		"popups owed", "by replay", "lost (owed)")
 	for _, n := range names {
 		g := figs[n]
-		fmt.Fprintf(&b, "%-44s %7s %6d %7d %8d %8s %11d %10d %12d\n", n, g.span.Round(100*time.Millisecond), g.posts, g.failed,
+		fmt.Fprintf(&b, "%-52s %7s %6d %7d %8d %8s %11d %10d %12d\n", n, g.span.Round(100*time.Millisecond), g.posts, g.failed,
 			g.retries, p99(g.lat).Round(time.Millisecond), f.owed[n], f.replay[n], f.lost[n])
 	}
 	if len(windows) > 0 {
