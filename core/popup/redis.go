@@ -205,11 +205,17 @@ func newRedis(ctx context.Context, client redis.UniversalClient, names keyspace,
 // newUpGauge makes the gauge callwire_broker_up labelled broker=kind and registers it with reg
 // (nil registers nothing); one registered already is shared.
 func newUpGauge(kind string, reg prometheus.Registerer) (prometheus.Gauge, error) {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
+	return sharedGauge(reg, prometheus.GaugeOpts{
 		Name:        "callwire_broker_up",
 		Help:        "Whether the popup broker answers: 1 up, 0 down (popups are missed and the popup stream answers 503).",
 		ConstLabels: prometheus.Labels{"broker": kind},
 	})
+}
+
+// sharedGauge makes the gauge of opts and registers it with reg (nil registers nothing); when
+// reg has it already, from another broker of the process, that one is returned and shared.
+func sharedGauge(reg prometheus.Registerer, opts prometheus.GaugeOpts) (prometheus.Gauge, error) {
+	g := prometheus.NewGauge(opts)
 	if reg == nil {
 		return g, nil
 	}

@@ -34,26 +34,11 @@ type shardHealth struct {
 // newShardsDownGauge makes the gauge callwire_broker_shards_down labelled broker=kind and
 // registers it with reg (nil registers nothing); one registered already is shared.
 func newShardsDownGauge(kind string, reg prometheus.Registerer) (prometheus.Gauge, error) {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
+	return sharedGauge(reg, prometheus.GaugeOpts{
 		Name:        "callwire_broker_shards_down",
 		Help:        "Shards (masters) of the Redis Cluster the popup broker knows to be down: the popups of the organizations they serve are missed, and their popup streams answer 503, until each is up again.",
 		ConstLabels: prometheus.Labels{"broker": kind},
 	})
-	if reg == nil {
-		return g, nil
-	}
-	if err := reg.Register(g); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return nil, fmt.Errorf("popup: register metrics: %w", err)
-		}
-		existing, ok := are.ExistingCollector.(prometheus.Gauge)
-		if !ok {
-			return nil, fmt.Errorf("popup: register metrics: %w", err)
-		}
-		g = existing
-	}
-	return g, nil
 }
 
 // ShardsDown reports how many shards of the cluster the broker knows to be down: always 0 on

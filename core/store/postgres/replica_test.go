@@ -19,6 +19,22 @@ import (
 	"github.com/callwire/callwire/internal/testwait"
 )
 
+// pauseReplay pauses the standby's replay through its connection direct and waits until it is
+// paused.
+func pauseReplay(t *testing.T, direct *pgx.Conn) {
+	t.Helper()
+	if _, err := direct.Exec(t.Context(), `SELECT pg_wal_replay_pause()`); err != nil {
+		t.Fatal(err)
+	}
+	testwait.NoError(t, 10*time.Second, func() error {
+		var state string
+		if err := direct.QueryRow(t.Context(), `SELECT pg_get_wal_replay_pause_state()`).Scan(&state); err != nil || state != "paused" {
+			return fmt.Errorf("replay is %q (%v), not paused", state, err)
+		}
+		return nil
+	})
+}
+
 // listed reports whether the organization's history has the call pcid, read through s.
 func listed(ctx context.Context, s *postgres.Store, org, pcid string) (bool, error) {
 	recs, err := s.ListCalls(ctx, org, store.CallFilter{}, nil, store.MaxListLimit)
@@ -67,16 +83,7 @@ func TestReadReplica(t *testing.T) {
 
 	// With replay paused, what the replica serves stands still: the primary's new writes are
 	// missing there, and present at once in every read of the primary.
-	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
-		t.Fatal(err)
-	}
-	testwait.NoError(t, 10*time.Second, func() error {
-		var state string
-		if err := direct.QueryRow(ctx, `SELECT pg_get_wal_replay_pause_state()`).Scan(&state); err != nil || state != "paused" {
-			return fmt.Errorf("replay is %q (%v), not paused", state, err)
-		}
-		return nil
-	})
+	pauseReplay(t, direct)
 	w := sampleWrite(org, 1, "second")
 	if _, err := s.WriteCalls(ctx, w); err != nil {
 		t.Fatalf("WriteCalls: %v", err)
@@ -297,16 +304,7 @@ func TestReadReplicaLag(t *testing.T) {
 		t.Fatalf("PingReplica with the standby caught up: %v", err)
 	}
 
-	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
-		t.Fatal(err)
-	}
-	testwait.NoError(t, 10*time.Second, func() error {
-		var state string
-		if err := direct.QueryRow(ctx, `SELECT pg_get_wal_replay_pause_state()`).Scan(&state); err != nil || state != "paused" {
-			return fmt.Errorf("replay is %q (%v), not paused", state, err)
-		}
-		return nil
-	})
+	pauseReplay(t, direct)
 	if _, err := s.WriteCalls(ctx, sampleWrite(org, 1, "second")); err != nil {
 		t.Fatalf("WriteCalls: %v", err)
 	}
@@ -345,16 +343,7 @@ func TestReadReplicaLag(t *testing.T) {
 		return nil
 	})
 	// Back on the replica: with replay paused again, a new write is missing from the list.
-	if _, err := direct.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
-		t.Fatal(err)
-	}
-	testwait.NoError(t, 10*time.Second, func() error {
-		var state string
-		if err := direct.QueryRow(ctx, `SELECT pg_get_wal_replay_pause_state()`).Scan(&state); err != nil || state != "paused" {
-			return fmt.Errorf("replay is %q (%v), not paused", state, err)
-		}
-		return nil
-	})
+	pauseReplay(t, direct)
 	if _, err := s.WriteCalls(ctx, sampleWrite(org, 1, "third")); err != nil {
 		t.Fatalf("WriteCalls: %v", err)
 	}
