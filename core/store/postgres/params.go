@@ -17,23 +17,24 @@ import (
 )
 
 // A write's statements (writeManySQL for several calls, upsertCallSQL and the events' insert for
-// one) carry a request's events, payloads and all, in parameters: 40 KB for 50 events. pgx
-// encodes parameters through a plan per value into a buffer it shrinks back to 256 bytes after
-// every statement, so each batch grew it anew from there; in the server's allocation profile
-// under batches that was a quarter of every byte allocated, and the plans a tenth of its CPU.
-// params writes the statements' parameters in PostgreSQL's binary format (the formats of
-// array_recv, textrecv, json_recv, int2recv, int8recv, timestamptz_recv and bytearecv) into one
-// buffer that the store keeps for the next write.
+// one) carry a request's events, payloads and all, in parameters: over 150 KB for a group of 256
+// events of 400 bytes. pgx encodes parameters through a plan per value (and per element of an
+// array) into a buffer it shrinks back to 256 bytes after every statement, so each write would
+// grow it anew. params writes the statements' parameters in PostgreSQL's binary format (the
+// formats of array_recv, textrecv, json_recv, int2recv, int8recv, timestamptz_recv and
+// bytearecv) into one buffer that the store keeps for the next write: the bytes pgx would send,
+// without its allocations or its plans. BenchmarkParams measures this against pgx's own encoding
+// of the same arguments (docs/decisions.md, "A write's parameters are written by hand").
 
 // getWriteParams returns params no other write uses: one a finished write left, or a new one.
 //
-// A write's params keep buffers the size of its statement, up to a group's (256 events, some
-// 120 KB each for the parameters and for the buffer lent to the connection). In a sync.Pool,
-// shared with the reads, every params a read had taken came to hold a write's buffers too, and
-// under the bulk mix the statements' buffers were half the server's live heap (7 to 8 MB), which
-// under the memory limit leaves that much less between collections. Writes run only with a
-// place at the gate, so as many params as places serve them all, kept across collections, and
-// the reads keep their small ones apart.
+// A write's params keep buffers the size of its statement, up to a group's (256 events, over
+// 100 KB each for the parameters and for the buffer lent to the connection). In a sync.Pool,
+// shared with the reads, every params a read had taken would come to hold a write's buffers too,
+// and so many write-sized buffers would take a large part of the server's live heap, which under
+// the memory limit leaves that much less between collections. Writes run only with a place at
+// the gate, so as many params as places serve them all, kept across collections, and the reads
+// keep their small ones apart.
 func (s *Store) getWriteParams() *params {
 	select {
 	case p := <-s.writeParams:
@@ -110,10 +111,10 @@ func (p *params) values() [][]byte {
 //
 // A connection's frontend (pgproto3) encodes a statement's messages into a write buffer that it
 // grows by appending and, after each flush, replaces by a fresh one of 1 KiB when it grew past
-// that: under batches, growing it again for every 45 KB statement was more than a third of the
-// bytes the server allocated. So when the messages will not fit in 1 KiB, exec first lends the
-// frontend p's wire buffer, big enough for them, and afterwards takes it back for p's next
-// statement, unless the frontend still holds it (the statement was never flushed) or the
+// that, so every write's statement would grow it again, by doubling, to the statement's size
+// (BenchmarkParams counts this in). So when the messages will not fit in 1 KiB, exec first
+// lends the frontend p's wire buffer, big enough for them, and afterwards takes it back for p's
+// next statement, unless the frontend still holds it (the statement was never flushed) or the
 // connection was closed.
 func (p *params) exec(ctx context.Context, conn *pgxpool.Conn, sd *pgconn.StatementDescription, row func(v [][]byte) error) error {
 	pc := conn.Conn().PgConn()

@@ -102,68 +102,10 @@ const (
 // written into p (see params).
 func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []int, received []time.Time, p *params) ([]store.CallResult, []string, error) {
 	nc, ne := len(w.Calls), 0
-	size := 256
 	for i := range w.Calls {
-		c := &w.Calls[i]
-		ne += len(c.Events)
-		size += 256 + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients) +
-			len(c.Summary.AnsweredBy) + len(c.Summary.FromKey) + len(c.Summary.ToKey) + len(c.Summary.FromExt) +
-			len(c.Summary.ToExt) + len(c.Summary.Locations) + len(c.Summary.Callback)
-		for j := range c.Events {
-			size += eventSize(&c.Events[j]) + len(c.Provider) + len(c.ProviderCallID)
-		}
+		ne += len(w.Calls[i].Events)
 	}
-	p.reset(size)
-	// The events in the order of the calls, and the call of each.
-	p.events, p.eventCalls = p.events[:0], p.eventCalls[:0]
-	for _, i := range order {
-		c := &w.Calls[i]
-		for j := range c.Events {
-			p.events, p.eventCalls = append(p.events, &c.Events[j]), append(p.eventCalls, c)
-		}
-	}
-	defer func() { clear(p.events); clear(p.eventCalls) }()
-	call := func(k int) *store.CallWrite { return &w.Calls[order[k]] }
-	p.text(w.OrgID)
-	p.nullTimestamptzArray(nc, func(k int) time.Time {
-		if received != nil {
-			return received[order[k]]
-		}
-		return w.ReceivedAt
-	})
-	// The calls' ids, derived from their keys, each written straight into the array.
-	p.fixedArray(pgtype.TextOID, pgtype.TextArrayOID, nc, store.CallIDLen, func(k int) {
-		c := call(k)
-		p.buf = store.AppendCallID(p.buf, w.OrgID, c.Provider, c.ProviderCallID)
-	})
-	p.textArray(nc, func(k int) string { return call(k).Provider })
-	p.textArray(nc, func(k int) string { return call(k).ProviderCallID })
-	p.textArray(nc, func(k int) string { return call(k).Direction })
-	p.int2Array(nc, func(k int) int16 { return int16(call(k).State) })
-	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Block })
-	p.int8Array(nc, func(k int) int64 { return call(k).BlockSequence })
-	p.timestamptzArray(nc, func(k int) time.Time { return call(k).BlockAt })
-	p.timestamptzArray(nc, func(k int) time.Time { return call(k).FirstAt })
-	p.timestamptzArray(nc, func(k int) time.Time { return call(k).LastAt })
-	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Clients })
-	p.textArray(ne, func(k int) string { return p.eventCalls[k].Provider })
-	p.textArray(ne, func(k int) string { return p.eventCalls[k].ProviderCallID })
-	p.eventArrays(ne, func(k int) *store.EventWrite { return p.events[k] })
-	p.nullTimestamptzArray(nc, func(k int) time.Time { return call(k).Summary.AnsweredAt })
-	p.textArray(nc, func(k int) string { return call(k).Summary.AnsweredBy })
-	p.nullTimestamptzArray(nc, func(k int) time.Time { return call(k).Summary.EndedAt })
-	p.int2Array(nc, func(k int) int16 { return int16(call(k).Summary.Flags) })
-	p.textArray(nc, func(k int) string { return call(k).Summary.FromKey })
-	p.textArray(nc, func(k int) string { return call(k).Summary.ToKey })
-	p.textArray(nc, func(k int) string { return call(k).Summary.FromExt })
-	p.textArray(nc, func(k int) string { return call(k).Summary.ToExt })
-	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Summary.Locations })
-	p.textArray(nc, func(k int) string { return call(k).Summary.Callback })
-	name, sql := writeManyName, writeManySQL
-	if w.Check != nil {
-		name, sql = checkedWriteManyName, checkedWriteManySQL
-		p.keyCheck(w.Check)
-	}
+	name, sql := p.manyCalls(w, order, received)
 	sd, err := prepared(ctx, conn, p, name, sql, "write")
 	if err != nil {
 		return nil, nil, err
@@ -285,4 +227,74 @@ func writeMany(ctx context.Context, conn *pgxpool.Conn, w store.Write, order []i
 		}
 	}
 	return results, recompute, nil
+}
+
+// manyCalls resets p and writes the parameters of writeMany's statement for w, its calls in
+// order and received as writeMany takes them, and returns the name and text of the statement
+// (checkedWriteManySQL when w has a key check, else writeManySQL).
+func (p *params) manyCalls(w store.Write, order []int, received []time.Time) (name, sql string) {
+	nc, ne := len(w.Calls), 0
+	size := 256
+	for i := range w.Calls {
+		c := &w.Calls[i]
+		ne += len(c.Events)
+		size += 256 + store.CallIDLen + len(c.Provider) + len(c.ProviderCallID) + len(c.Direction) + len(c.Block) + len(c.Clients) +
+			len(c.Summary.AnsweredBy) + len(c.Summary.FromKey) + len(c.Summary.ToKey) + len(c.Summary.FromExt) +
+			len(c.Summary.ToExt) + len(c.Summary.Locations) + len(c.Summary.Callback)
+		for j := range c.Events {
+			size += eventSize(&c.Events[j]) + len(c.Provider) + len(c.ProviderCallID)
+		}
+	}
+	p.reset(size)
+	// The events in the order of the calls, and the call of each.
+	p.events, p.eventCalls = p.events[:0], p.eventCalls[:0]
+	for _, i := range order {
+		c := &w.Calls[i]
+		for j := range c.Events {
+			p.events, p.eventCalls = append(p.events, &c.Events[j]), append(p.eventCalls, c)
+		}
+	}
+	call := func(k int) *store.CallWrite { return &w.Calls[order[k]] }
+	p.text(w.OrgID)
+	p.nullTimestamptzArray(nc, func(k int) time.Time {
+		if received != nil {
+			return received[order[k]]
+		}
+		return w.ReceivedAt
+	})
+	// The calls' ids, derived from their keys, each written straight into the array.
+	p.fixedArray(pgtype.TextOID, pgtype.TextArrayOID, nc, store.CallIDLen, func(k int) {
+		c := call(k)
+		p.buf = store.AppendCallID(p.buf, w.OrgID, c.Provider, c.ProviderCallID)
+	})
+	p.textArray(nc, func(k int) string { return call(k).Provider })
+	p.textArray(nc, func(k int) string { return call(k).ProviderCallID })
+	p.textArray(nc, func(k int) string { return call(k).Direction })
+	p.int2Array(nc, func(k int) int16 { return int16(call(k).State) })
+	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Block })
+	p.int8Array(nc, func(k int) int64 { return call(k).BlockSequence })
+	p.timestamptzArray(nc, func(k int) time.Time { return call(k).BlockAt })
+	p.timestamptzArray(nc, func(k int) time.Time { return call(k).FirstAt })
+	p.timestamptzArray(nc, func(k int) time.Time { return call(k).LastAt })
+	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Clients })
+	p.textArray(ne, func(k int) string { return p.eventCalls[k].Provider })
+	p.textArray(ne, func(k int) string { return p.eventCalls[k].ProviderCallID })
+	p.eventArrays(ne, func(k int) *store.EventWrite { return p.events[k] })
+	p.nullTimestamptzArray(nc, func(k int) time.Time { return call(k).Summary.AnsweredAt })
+	p.textArray(nc, func(k int) string { return call(k).Summary.AnsweredBy })
+	p.nullTimestamptzArray(nc, func(k int) time.Time { return call(k).Summary.EndedAt })
+	p.int2Array(nc, func(k int) int16 { return int16(call(k).Summary.Flags) })
+	p.textArray(nc, func(k int) string { return call(k).Summary.FromKey })
+	p.textArray(nc, func(k int) string { return call(k).Summary.ToKey })
+	p.textArray(nc, func(k int) string { return call(k).Summary.FromExt })
+	p.textArray(nc, func(k int) string { return call(k).Summary.ToExt })
+	p.jsonArray(nc, func(k int) json.RawMessage { return call(k).Summary.Locations })
+	p.textArray(nc, func(k int) string { return call(k).Summary.Callback })
+	clear(p.events)
+	clear(p.eventCalls)
+	if w.Check != nil {
+		p.keyCheck(w.Check)
+		return checkedWriteManyName, checkedWriteManySQL
+	}
+	return writeManyName, writeManySQL
 }

@@ -89,23 +89,11 @@ SELECT NULL, NULL, NULL, NULL, b.number FROM b WHERE b.pending`)
 // empty for readDuplicateIDs.
 func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w store.Write, p *params) ([]store.CallResult, []string, error) {
 	c := &w.Calls[0]
-	p.upsertCall(&w, c, 0)
+	p.oneCall(w)
 	checked := 0
 	name := oneCallName
 	if w.Check != nil {
 		checked, name = 1, oneCallName+"checked_"
-		p.keyCheck(w.Check)
-	}
-	for j := range c.Events {
-		e := &c.Events[j]
-		p.text(e.ID)
-		p.text(e.Type)
-		p.text(e.DedupeKey)
-		p.int8(e.Sequence)
-		p.text(e.ProviderEventID)
-		p.timestamptzAt(e.OccurredAt)
-		p.timestamptzAt(e.OrderAt)
-		p.json(e.Body)
 	}
 	n := len(c.Events)
 	sd, err := prepared(ctx, conn, p, name+strconv.Itoa(n), s.oneCall[checked][n], "write")
@@ -144,6 +132,27 @@ func (s *Store) writeOneStatement(ctx context.Context, conn *pgxpool.Conn, w sto
 	}
 	r.Events = eventResults(c, stored)
 	return []store.CallResult{r}, recompute, nil
+}
+
+// oneCall resets p and writes the parameters of oneCallSQL for w, which holds one call: the
+// upsert's, the key check's when w has one, then eight for each event.
+func (p *params) oneCall(w store.Write) {
+	c := &w.Calls[0]
+	p.upsertCall(&w, c, 0)
+	if w.Check != nil {
+		p.keyCheck(w.Check)
+	}
+	for j := range c.Events {
+		e := &c.Events[j]
+		p.text(e.ID)
+		p.text(e.Type)
+		p.text(e.DedupeKey)
+		p.int8(e.Sequence)
+		p.text(e.ProviderEventID)
+		p.timestamptzAt(e.OccurredAt)
+		p.timestamptzAt(e.OrderAt)
+		p.json(e.Body)
+	}
 }
 
 // appendText appends v, a text column, to list unless it is NULL.
