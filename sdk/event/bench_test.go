@@ -17,30 +17,37 @@ func benchEvent(seq int) string {
 		`Call-ID: a84b4c76e66710@carrier.example\r\nCSeq: 314159 INVITE\r\nContent-Length: 0\r\n\r\n"}}`
 }
 
+// BenchmarkParseBody parses a single event, a report's tail of three, a batch of 50 and a batch of
+// 50 with a problem, each three ways: ParseBody, a Parser kept from body to body (Parse), whose
+// memory serves a body with a problem, and a Parser with a Room kept too (ParseInto), whose
+// memory serves the events of a body without.
 func BenchmarkParseBody(b *testing.B) {
 	tail := batch(
 		evt("call_ended", `"sequence":5,"disposition":"answered","duration":93,"talkTime":85.75,"sipCode":200,"sipReason":"OK"`),
 		evt("call_recorded", `"sequence":6,"url":"https://recordings.example.com/a84b4c76.wav","mimeType":"audio/wav","bytes":1487360,"duration":92.5`),
 		evt("call_transcribed", `"sequence":7,"text":"Hello, I'd like to move my appointment to Thursday.","language":"en-GB","confidence":0.93`),
 	)
+	// A batch of 50 with one problem, which is read again as a tree to list it.
+	wrong := strings.Replace(bulk(), `"sequence":5,`, `"sequence":-5,`, 1)
 	for _, bc := range []struct {
 		name string
 		body []byte
-		n    int
+		n    int // events parsed; 0 when the body is refused
 	}{
 		{"single", []byte(benchEvent(1)), 1},
 		{"batch3", []byte(tail), 3},
 		{"batch50", []byte(bulk()), 50},
+		{"batch50wrong", []byte(wrong), 0},
 	} {
-		if _, _, err := ParseBody(bc.body); err != nil {
-			b.Fatalf("%s: %v", bc.name, err)
+		if parsed, _, err := ParseBody(bc.body); len(parsed) != bc.n || (err == nil) != (bc.n > 0) {
+			b.Fatalf("%s: %d events, %v", bc.name, len(parsed), err)
 		}
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bc.body)))
 			for b.Loop() {
 				parsed, _, err := ParseBody(bc.body)
-				if err != nil || len(parsed) != bc.n {
+				if len(parsed) != bc.n || (err == nil) != (bc.n > 0) {
 					b.Fatal(err)
 				}
 			}
@@ -52,9 +59,23 @@ func BenchmarkParseBody(b *testing.B) {
 			var p Parser
 			for b.Loop() {
 				parsed, _, err := p.Parse(bc.body)
-				if err != nil || len(parsed) != bc.n {
+				if len(parsed) != bc.n || (err == nil) != (bc.n > 0) {
 					b.Fatal(err)
 				}
+			}
+		})
+		// As the endpoint parses: with a Parser and a Room kept from one body to the next.
+		b.Run(bc.name+"/room", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.body)))
+			var p Parser
+			var r Room
+			for b.Loop() {
+				parsed, _, err := p.ParseInto(&r, bc.body)
+				if len(parsed) != bc.n || (err == nil) != (bc.n > 0) {
+					b.Fatal(err)
+				}
+				r.Forget()
 			}
 		})
 	}
