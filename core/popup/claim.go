@@ -48,9 +48,9 @@ func claimTTL(ttl time.Duration) time.Duration {
 // The set is sized for a server at full load, which holds the limit's 100,000 claims all the
 // time: a ring of claims in the order they were made (16 bytes each) and an open-addressed index
 // into it (4 bytes a slot, at most two thirds full), about 2.2 MB in all and nothing for the
-// collector to follow. A map of hash to expiry beside a queue weighed about 7 MB, most of the
-// server's live heap, and as the server's memory limit holds the heap near it, every megabyte
-// held for claims was a megabyte less between collections.
+// collector to follow: under the server's memory limit every megabyte held for claims is a
+// megabyte less between collections (decisions.md, "The popup claim set is a ring and an
+// open-addressed index").
 type claimSet struct {
 	ttl   int64 // nanoseconds
 	limit int
