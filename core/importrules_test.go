@@ -1,7 +1,8 @@
 // Package core_test keeps the direction of imports true: the vocabulary imports only the standard
-// library, core never imports plugins or translators, and translators and the SDK never import
-// core. Inside core, the caller lookup does not depend on the pipeline that consumes it, and the
-// HTTP layer does not reach past the pipeline and the authenticator into the store.
+// library and its own packages, core never imports plugins or translators, and translators and
+// the SDK never import core. Inside core, the caller lookup does not depend on the pipeline that
+// consumes it, and the HTTP layer does not reach past the pipeline and the authenticator into the
+// store.
 package core_test
 
 import (
@@ -36,9 +37,10 @@ func TestImportRules(t *testing.T) {
 		why    string
 	}{
 		{module + "sdk/event", false, func(d string) bool {
-			return !isStd[d] && !strings.HasPrefix(d, "internal/") && !strings.HasPrefix(d, "vendor/")
+			own := strings.HasPrefix(d, module+"sdk/event/") // the schema it is generated from
+			return !isStd[d] && !own && !strings.HasPrefix(d, "internal/") && !strings.HasPrefix(d, "vendor/")
 		},
-			"the vocabulary imports only the standard library"},
+			"the vocabulary imports only the standard library and its own packages"},
 		{module + "core/", false, func(d string) bool {
 			return strings.HasPrefix(d, module+"plugins") || strings.HasPrefix(d, module+"translators")
 		}, "core never imports plugins or translators"},

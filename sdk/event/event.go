@@ -5,7 +5,12 @@
 //
 // An Event marshals to the canonical JSON the ingest endpoint takes, and ParseBody decodes a
 // request body exactly as the endpoint does, reporting every problem at once.
+//
+// The members of an event, its call block, a party and a diversion hop are described once, in
+// internal/schema; the files named *_gen.go are generated from that description (go generate).
 package event
+
+//go:generate go run ./internal/gen
 
 import (
 	"encoding/json"
