@@ -1,11 +1,9 @@
 package event
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
-	"time"
 )
 
 // The event's canonical JSON, written field by field. encoding/json's reflection over an
@@ -40,109 +38,6 @@ func (e *Event) appendWhole(b []byte, trustRaw bool) ([]byte, error) {
 		return b, err
 	}
 	return out, nil
-}
-
-func (e *Event) appendJSON(b []byte, trustRaw bool) ([]byte, error) {
-	var err error
-	b = append(b, `{"type":`...)
-	b = appendString(b, string(e.Type))
-	b = append(b, `,"providerCallId":`...)
-	b = appendString(b, e.ProviderCallID)
-	b = append(b, `,"occurredAt":`...)
-	at := e.OccurredAt.UTC()
-	if y := at.Year(); y < 0 || y > 9999 {
-		return b, errors.New("occurredAt: year outside of range [0,9999]")
-	}
-	b = append(b, '"')
-	b = at.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
-	b = append(b, `,"call":{"direction":`...)
-	b = appendString(b, string(e.Call.Direction))
-	if e.Call.From != nil {
-		b = append(b, `,"from":`...)
-		b = appendParty(b, e.Call.From)
-	}
-	if e.Call.To != nil {
-		b = append(b, `,"to":`...)
-		b = appendParty(b, e.Call.To)
-	}
-	b = appendField(b, "trunk", e.Call.Trunk)
-	if len(e.Call.Diversion) > 0 {
-		b = append(b, `,"diversion":[`...)
-		for i := range e.Call.Diversion {
-			d := &e.Call.Diversion[i]
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, '{')
-			b = appendPartyFields(b, &d.Party)
-			b = appendField(b, "reason", d.Reason)
-			if d.Counter != nil {
-				b = appendKey(b, "counter")
-				b = strconv.AppendInt(b, int64(*d.Counter), 10)
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
-	b = append(b, '}')
-	b = appendField(b, "provider", e.Provider)
-	if e.Sequence != 0 {
-		b = append(b, `,"sequence":`...)
-		b = strconv.AppendInt(b, e.Sequence, 10)
-	}
-	b = appendField(b, "providerEventId", e.ProviderEventID)
-	b = appendField(b, "observer", string(e.Observer))
-	if len(e.Locations) > 0 {
-		b = append(b, `,"locations":[`...)
-		for i, l := range e.Locations {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, l)
-		}
-		b = append(b, ']')
-	}
-	if len(e.Raw) > 0 {
-		b = append(b, `,"raw":`...)
-		if trustRaw {
-			b = append(b, e.Raw...)
-		} else if b, err = appendCompact(b, e.Raw); err != nil {
-			return b, err
-		}
-	}
-	b = appendField(b, "answeredBy", e.AnsweredBy)
-	b = appendField(b, "disposition", string(e.Disposition))
-	if b, err = appendFloat(b, "duration", e.Duration); err != nil {
-		return b, err
-	}
-	if b, err = appendFloat(b, "talkTime", e.TalkTime); err != nil {
-		return b, err
-	}
-	b = appendBool(b, "answeredElsewhere", e.AnsweredElsewhere)
-	if e.SIPCode != nil {
-		b = append(b, `,"sipCode":`...)
-		b = strconv.AppendInt(b, int64(*e.SIPCode), 10)
-	}
-	b = appendField(b, "sipReason", e.SIPReason)
-	b = appendBool(b, "released", e.Released)
-	if e.TransferTo != nil {
-		b = append(b, `,"to":`...)
-		b = appendParty(b, e.TransferTo)
-	}
-	b = appendField(b, "mode", string(e.Mode))
-	b = appendField(b, "url", e.URL)
-	b = appendField(b, "mimeType", e.MIMEType)
-	if e.Bytes != nil {
-		b = append(b, `,"bytes":`...)
-		b = strconv.AppendInt(b, *e.Bytes, 10)
-	}
-	b = appendField(b, "text", e.Text)
-	b = appendField(b, "language", e.Language)
-	if b, err = appendFloat(b, "confidence", e.Confidence); err != nil {
-		return b, err
-	}
-	return append(b, '}'), nil
 }
 
 // appendKey appends a member's separator and key. The keys are constants that need no escaping.
@@ -200,14 +95,6 @@ func appendParty(b []byte, p *Party) []byte {
 	b = append(b, '{')
 	b = appendPartyFields(b, p)
 	return append(b, '}')
-}
-
-func appendPartyFields(b []byte, p *Party) []byte {
-	b = appendField(b, "kind", string(p.Kind))
-	b = appendField(b, "number", p.Number)
-	b = appendField(b, "name", p.Name)
-	b = appendField(b, "extension", p.Extension)
-	return appendField(b, "uri", p.URI)
 }
 
 // appendString appends s as a JSON string as encoding/json writes it, HTML escaping included.
