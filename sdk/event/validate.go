@@ -91,54 +91,6 @@ func join(prefix, name string) string {
 	return prefix + "." + name
 }
 
-// callPath returns the path prefix.name for the members of an event's call block and of its
-// parties, or "" for any other: a decoder builds these for every event, and as constants they
-// cost nothing.
-func callPath(prefix, name string) string {
-	switch prefix {
-	case "call":
-		switch name {
-		case "direction":
-			return "call.direction"
-		case "from":
-			return "call.from"
-		case "to":
-			return "call.to"
-		case "trunk":
-			return "call.trunk"
-		case "diversion":
-			return "call.diversion"
-		}
-	case "call.from":
-		switch name {
-		case "kind":
-			return "call.from.kind"
-		case "number":
-			return "call.from.number"
-		case "name":
-			return "call.from.name"
-		case "extension":
-			return "call.from.extension"
-		case "uri":
-			return "call.from.uri"
-		}
-	case "call.to":
-		switch name {
-		case "kind":
-			return "call.to.kind"
-		case "number":
-			return "call.to.number"
-		case "name":
-			return "call.to.name"
-		case "extension":
-			return "call.to.extension"
-		case "uri":
-			return "call.to.uri"
-		}
-	}
-	return ""
-}
-
 // Validate reports every problem with the event that the ingest endpoint would refuse, as a
 // *ValidationError, or nil when the event is acceptable.
 func (e *Event) Validate() error {
@@ -212,38 +164,7 @@ func (e *Event) validate(ps *problems, p string, rawChecked bool) {
 }
 
 func (e *Event) validateExtras(ps *problems, p string) {
-	only := func(name string, present bool, types ...Type) {
-		if !present {
-			return
-		}
-		for _, t := range types {
-			if e.Type == t {
-				return
-			}
-		}
-		if !e.Type.Valid() {
-			return
-		}
-		// A field the type does not have is reported once, not also for its value.
-		ps.add(join(p, name), "is not a field of "+string(e.Type))
-		ps.mark(join(p, name))
-	}
-	only("answeredBy", e.AnsweredBy != "", CallAnswered)
-	only("disposition", e.Disposition != "", CallEnded)
-	only("duration", e.Duration != nil, CallEnded, CallRecorded)
-	only("talkTime", e.TalkTime != nil, CallEnded)
-	only("answeredElsewhere", e.AnsweredElsewhere != nil, CallEnded)
-	only("sipCode", e.SIPCode != nil, CallEnded)
-	only("sipReason", e.SIPReason != "", CallEnded)
-	only("released", e.Released != nil, CallHold)
-	only("to", e.TransferTo != nil, CallTransferred)
-	only("mode", e.Mode != "", CallTransferred)
-	only("url", e.URL != "", CallRecorded)
-	only("mimeType", e.MIMEType != "", CallRecorded)
-	only("bytes", e.Bytes != nil, CallRecorded)
-	only("text", e.Text != "", CallTranscribed)
-	only("language", e.Language != "", CallTranscribed)
-	only("confidence", e.Confidence != nil, CallTranscribed)
+	e.checkMembership(ps, p)
 
 	if e.AnsweredBy != "" {
 		checkText(ps, join(p, "answeredBy"), e.AnsweredBy, MaxExtensionLength)
@@ -265,9 +186,10 @@ func (e *Event) validateExtras(ps *problems, p string) {
 	if e.Mode != "" && !e.Mode.Valid() {
 		ps.add(join(p, "mode"), "must be blind or attended, got "+strconv.Quote(string(e.Mode)))
 	}
-	if e.Type == CallRecorded && e.URL == "" {
-		ps.add(join(p, "url"), "is required for call_recorded")
-	}
+	// The members a type requires are its own, so the problems of the members between here and
+	// each one's place in wire order belong to other types' members, which checkMembership has
+	// marked: listing them all here keeps the wire order.
+	e.checkRequiredForType(ps, p)
 	if e.URL != "" {
 		if u, err := url.Parse(e.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(e.URL) > MaxURILength {
 			ps.add(join(p, "url"), "must be an absolute http or https URL of at most 4096 characters")
@@ -280,9 +202,6 @@ func (e *Event) validateExtras(ps *problems, p string) {
 	}
 	if e.Bytes != nil && *e.Bytes < 0 {
 		ps.add(join(p, "bytes"), "must be zero or more")
-	}
-	if e.Type == CallTranscribed && e.Text == "" {
-		ps.add(join(p, "text"), "is required for call_transcribed")
 	}
 	if e.Language != "" && !validLanguage(e.Language) {
 		ps.add(join(p, "language"), "must be a BCP 47 language tag such as en or en-GB")
