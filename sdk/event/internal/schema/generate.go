@@ -16,6 +16,8 @@ func Generate() (map[string][]byte, error) {
 		"members_gen.go":  members,
 		"marshal_gen.go":  marshal,
 		"validate_gen.go": validation,
+		"read_gen.go":     reader,
+		"decode_gen.go":   decoder,
 	}
 	out := make(map[string][]byte, len(files))
 	names := make([]string, 0, len(files))
@@ -347,4 +349,352 @@ switch prefix {
 		}
 	}
 	b.WriteString("}\nreturn \"\"\n}\n")
+}
+
+// readCase writes the one-pass reader's statements for member m, held at x, which set ok.
+func readCase(b *bytes.Buffer, m Member, x string) {
+	switch m.Kind {
+	case String:
+		fmt.Fprintf(b, "%s, ok = s.readString()\n", x)
+	case NonEmpty:
+		fmt.Fprintf(b, "%s, ok = s.readNonEmpty()\n", x)
+	case Enum:
+		fmt.Fprintf(b, "%s, ok = as[%s](s.readString())\n", x, m.Enum)
+	case Time:
+		fmt.Fprintf(b, "var v string\nif v, ok = s.readString(); ok {\nt, err := parseUTC(v)\n%s, ok = t, err == nil\n}\n", x)
+	case CallBlock:
+		fmt.Fprintf(b, "from := s.i\n%s, ok = s.readCall(d)\nblock = d.data[from:s.i]\n", x)
+	case Whole:
+		fmt.Fprintf(b, "%s, _, ok = s.readWhole()\n", x)
+	case Int:
+		fmt.Fprintf(b, "%s, ok = s.readInt()\n", x)
+	case SmallInt:
+		fmt.Fprintf(b, "%s, ok = s.readSmallInt()\n", x)
+	case Float:
+		fmt.Fprintf(b, "%s, ok = s.readFloat()\n", x)
+	case Bool:
+		fmt.Fprintf(b, "%s, ok = s.readBool()\n", x)
+	case PartyRef:
+		fmt.Fprintf(b, "%s, ok = s.readParty(d)\n", x)
+	case Strings:
+		fmt.Fprintf(b, "%s, ok = s.readStrings()\n", x)
+	case Raw:
+		fmt.Fprintf(b, "if !s.word(\"null\") {\nfrom := s.i\nok = s.at('{') && s.skip(depth)\n%s = json.RawMessage(d.data[from:s.i])\n}\n", x)
+	case Hops:
+		fmt.Fprintf(b, "ok = s.readDiversion(d, &%s)\n", x)
+	default:
+		panic("schema: the reader reads no member of kind " + fmt.Sprint(m.Kind))
+	}
+}
+
+// readCases writes a case of the reader's switch for each member of ms, held at recv.
+func readCases(b *bytes.Buffer, ms []Member, recv string) {
+	for _, m := range ms {
+		fmt.Fprintf(b, "case %s:\n", m.Const)
+		readCase(b, m, recv+m.Field)
+	}
+}
+
+// reader writes the one-pass reader's functions that read an event, a call block, a diversion
+// hop and a party's member.
+func reader(b *bytes.Buffer) {
+	b.WriteString(`import "encoding/json"
+
+// readEvent reads the event object at s.i, at nesting depth (that of the object itself), and
+// returns it when it has no problem.
+func (s *scanner) readEvent(d *decoder, depth int) (Parsed, bool) {
+start := s.i
+var e Event
+var block []byte
+var seen uint32
+ok := s.members(func(key string) bool {
+m := eventMember(key)
+if !first(&seen, m) {
+return false
+}
+ok := true
+switch m {
+`)
+	readCases(b, Event(), "e.")
+	b.WriteString(`}
+return ok
+})
+if !ok {
+return Parsed{}, false
+}
+// Validation refuses an event that left out a member it must give, or gave it as null.
+var ps problems
+e.validate(&ps, "", true) // raw, when set, is an object skip read
+if len(ps.list) > 0 {
+return Parsed{}, false
+}
+return Parsed{Event: e, Body: d.data[start:s.i], Block: block}, true
+}
+
+// readCall reads a call block.
+func (s *scanner) readCall(d *decoder) (Call, bool) {
+var c Call
+var seen uint32
+ok := s.members(func(key string) bool {
+m := callMember(key)
+if !first(&seen, m) {
+return false
+}
+ok := true
+switch m {
+`)
+	readCases(b, Call(), "c.")
+	b.WriteString(`}
+return ok
+})
+return c, ok
+}
+
+// readDiversion reads a call's diversion hops, or null.
+func (s *scanner) readDiversion(d *decoder, hops *[]Diversion) bool {
+if s.word("null") {
+return true
+}
+*hops = make([]Diversion, 0, 2)
+return s.elements(func() bool {
+var dv Diversion
+var seen uint32
+ok := s.members(func(key string) bool {
+m := hopMember(key)
+if !first(&seen, m) {
+return false
+}
+var ok bool
+switch m {
+`)
+	readCases(b, Hop(), "dv.")
+	ps := Party()
+	fmt.Fprintf(b, `default:
+ok = s.readPartyMember(&dv.Party, m)
+}
+return ok
+})
+*hops = append(*hops, dv)
+return ok
+})
+}
+
+// readPartyMember reads the value of member m of a party (%s to %s) into pt.
+func (s *scanner) readPartyMember(pt *Party, m int) bool {
+v, ok := s.readString()
+switch m {
+`, ps[0].Const, ps[len(ps)-1].Const)
+	for _, m := range ps {
+		fmt.Fprintf(b, "case %s:\npt.%s = %s\n", m.Const, m.Field, conv(m, "v"))
+	}
+	b.WriteString("}\nreturn ok\n}\n")
+}
+
+// conv is the Go expression that gives the string v as the type of a String or Enum member m.
+func conv(m Member, v string) string {
+	switch m.Kind {
+	case String:
+		return v
+	case Enum:
+		return m.Enum + "(" + v + ")"
+	}
+	panic("schema: a party member is a String or an Enum")
+}
+
+// decodeCase writes the tree decoder's statements for member m, held at x, whose node is v and
+// path path.
+func decodeCase(b *bytes.Buffer, m Member, x, v string) {
+	switch m.Kind {
+	case String:
+		fmt.Fprintf(b, "%s = d.str(%s, path)\n", x, v)
+	case Enum:
+		fmt.Fprintf(b, "%s = %s(d.str(%s, path))\n", x, m.Enum, v)
+	case NonEmpty:
+		fmt.Fprintf(b, "%s = d.str(%s, path)\nif %s.kind == kindString && %s.str == \"\" {\nd.typeProblem(path, %q)\n}\n", x, v, v, v, m.EmptyProblem)
+	case Time:
+		fmt.Fprintf(b, "if %s.kind == kindNull {\nbreak\n}\ns := d.str(%s, path)\nif %s.kind != kindString {\nbreak\n}\nt, err := parseUTC(s)\nif err != nil {\nd.typeProblem(path, err.Error())\nbreak\n}\n%s = t\n", v, v, v, x)
+	case CallBlock:
+		fmt.Fprintf(b, "switch %s.kind {\ncase kindNull:\ncase kindObject:\n%s = d.call(%s, path)\nblock = d.data[%s.start:%s.end]\ndefault:\nd.typeProblem(path, \"must be a call object\")\n", v, x, v, v, v)
+		for _, cm := range Call() {
+			if cm.Required {
+				fmt.Fprintf(b, "d.ps.mark(join(path, %q))\n", cm.Key)
+			}
+		}
+		b.WriteString("}\n")
+	case Whole:
+		fmt.Fprintf(b, "if i := d.integer(%s, path); i != nil {\n%s = *i\n}\n", v, x)
+	case Int:
+		fmt.Fprintf(b, "%s = d.integer(%s, path)\n", x, v)
+	case SmallInt:
+		fmt.Fprintf(b, "%s = d.smallInt(%s, path)\n", x, v)
+	case Float:
+		fmt.Fprintf(b, "%s = d.float(%s, path)\n", x, v)
+	case Bool:
+		fmt.Fprintf(b, "%s = d.boolean(%s, path)\n", x, v)
+	case PartyRef:
+		fmt.Fprintf(b, "%s = d.party(%s, path)\n", x, v)
+	case Strings:
+		fmt.Fprintf(b, "%s = d.strings(%s, path)\n", x, v)
+	case Raw:
+		fmt.Fprintf(b, "switch %s.kind {\ncase kindNull:\ncase kindObject:\n%s = json.RawMessage(d.data[%s.start:%s.end])\ndefault:\nd.typeProblem(path, \"must be a JSON object or null\")\n}\n", v, x, v, v)
+	case Hops:
+		fmt.Fprintf(b, `switch %[1]s.kind {
+case kindNull:
+case kindArray:
+%[2]s = make([]Diversion, 0, len(%[1]s.items))
+for i, it := range %[1]s.items {
+ip := path + "[" + strconv.Itoa(i) + "]"
+if it.kind != kindObject {
+// Keep the place with a hop that raises no problem of its own, so that
+// later hops keep their index.
+d.typeProblem(ip, "must be a diversion object")
+%[2]s = append(%[2]s, Diversion{Party: Party{Kind: KindUnknown}})
+continue
+}
+%[2]s = append(%[2]s, d.diversion(it, ip))
+}
+default:
+d.typeProblem(path, "must be an array of diversion objects, outermost first")
+}
+`, v, x)
+	default:
+		panic("schema: the decoder decodes no member of kind " + fmt.Sprint(m.Kind))
+	}
+}
+
+// decodeCases writes a case of the decoder's switch for each member of ms, held at recv, whose
+// node is v.
+func decodeCases(b *bytes.Buffer, ms []Member, recv, v string) {
+	for _, m := range ms {
+		fmt.Fprintf(b, "case %s:\n", m.Const)
+		decodeCase(b, m, recv+m.Field, v)
+	}
+}
+
+// decoder writes the tree decoder's functions that decode an event, a call block, a party's
+// member and a diversion hop.
+func decoder(b *bytes.Buffer) {
+	b.WriteString(`import (
+"encoding/json"
+"strconv"
+)
+
+// event decodes the event at n, at path p, listing its problems: those of its JSON first, then
+// those validation finds. ok is false when n is not an object.
+func (d *decoder) event(n *node, p string) (Parsed, bool) {
+if n.kind != kindObject {
+field := p
+if field == "" {
+field = "body"
+}
+d.typeProblem(field, "must be an event object")
+return Parsed{}, false
+}
+d.dupes(n, p)
+var e Event
+var block []byte
+// The fields every event must give, in the order their absence is reported, and which of
+// them were given (not null).
+requiredFields := [...]string{`)
+	var required []Member
+	for _, m := range Event() {
+		if m.Required {
+			required = append(required, m)
+		}
+	}
+	for i, m := range required {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(b, "%q", m.Key)
+	}
+	b.WriteString(`}
+var has [len(requiredFields)]bool
+for _, f := range n.fields {
+path := member(p, f.key)
+v := f.val
+if v.kind != kindNull {
+for i, name := range requiredFields {
+if f.key == name {
+has[i] = true
+}
+}
+}
+switch eventMember(f.key) {
+`)
+	decodeCases(b, Event(), "e.", "v")
+	b.WriteString(`default:
+d.typeProblem(path, "is not a field of an event")
+}
+}
+for i, name := range requiredFields {
+if !has[i] {
+d.typeProblem(join(p, name), "is required")
+`)
+	for _, m := range required {
+		if m.Kind != CallBlock {
+			continue
+		}
+		fmt.Fprintf(b, "if name == %q {\n", m.Key)
+		for _, cm := range Call() {
+			if cm.Required {
+				fmt.Fprintf(b, "d.ps.mark(join(p, %q))\n", m.Key+"."+cm.Key)
+			}
+		}
+		b.WriteString("}\n")
+	}
+	b.WriteString(`}
+}
+e.validate(&d.ps, p, true) // raw, when set, is an object of the tree
+return Parsed{Event: e, Body: d.data[n.start:n.end], Block: block}, true
+}
+
+// call decodes the call block at n, at path p.
+func (d *decoder) call(n *node, p string) Call {
+d.dupes(n, p)
+var c Call
+for _, f := range n.fields {
+path := member(p, f.key)
+switch callMember(f.key) {
+`)
+	decodeCases(b, Call(), "c.", "f.val")
+	b.WriteString(`default:
+d.typeProblem(path, "is not a field of a call block")
+}
+}
+return c
+}
+
+// partyField decodes f into pt if it is a member of a party, at path p, and reports whether it
+// is.
+func (d *decoder) partyField(pt *Party, f field, p string) bool {
+path := member(p, f.key)
+switch partyMember(f.key) {
+`)
+	decodeCases(b, Party(), "pt.", "f.val")
+	b.WriteString(`default:
+return false
+}
+return true
+}
+
+// diversion decodes the diversion hop at n, at path p.
+func (d *decoder) diversion(n *node, p string) Diversion {
+d.dupes(n, p)
+var dv Diversion
+for _, f := range n.fields {
+if d.partyField(&dv.Party, f, p) {
+continue
+}
+path := member(p, f.key)
+switch hopMember(f.key) {
+`)
+	decodeCases(b, Hop(), "dv.", "f.val")
+	b.WriteString(`default:
+d.typeProblem(path, "is not a field of a diversion")
+}
+}
+return dv
+}
+`)
 }
