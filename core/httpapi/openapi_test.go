@@ -53,6 +53,7 @@ type schema struct {
 	OneOf         []map[string]any  `yaml:"oneOf"`
 	AllOf         []map[string]any  `yaml:"allOf"`
 	Properties    map[string]schema `yaml:"properties"`
+	Required      []string          `yaml:"required"`
 	Const         any               `yaml:"const"`
 	Discriminator struct {
 		Mapping map[string]string `yaml:"mapping"`
@@ -160,6 +161,85 @@ func TestOpenAPIEventTypes(t *testing.T) {
 					t.Errorf("%s field %q is not a property of schema %s", typ, f, sch)
 				}
 			}
+		}
+	}
+}
+
+// TestOpenAPIEventSchemaAgrees checks the OpenAPI document's event schemas against the schema
+// sdk/event is generated from (event.Fields): EventEnvelope lists exactly the members every event
+// type carries and each type's schema exactly those of its type alone, Call, PartyFields and
+// Diversion exactly the members of a call block, a party and a diversion hop, and each requires
+// exactly what the schema requires of it.
+func TestOpenAPIEventSchemaAgrees(t *testing.T) {
+	s := loadSpec(t)
+	schemas := s.Components.Schemas
+	typeSchema := map[event.Type]string{}
+	for ty, ref := range schemas["Event"].Discriminator.Mapping {
+		typeSchema[event.Type(ty)] = schemaName(t, ref)
+	}
+	type members struct{ properties, required []string }
+	want := map[string]*members{"EventEnvelope": {}, "Call": {}, "PartyFields": {}, "Diversion": {}}
+	for _, ty := range event.Types() {
+		want[typeSchema[ty]] = &members{}
+	}
+	seen := map[string]bool{}
+	for _, f := range event.Fields() {
+		if seen[f.Object+"."+f.Key] {
+			continue // a party's members are listed under each member that holds a party
+		}
+		seen[f.Object+"."+f.Key] = true
+		var in []string
+		switch f.Object {
+		case "event":
+			in = []string{"EventEnvelope"}
+			if f.Types != nil {
+				in = nil
+				for _, ty := range f.Types {
+					in = append(in, typeSchema[ty])
+				}
+			}
+		case "call":
+			in = []string{"Call"}
+		case "party":
+			in = []string{"PartyFields"}
+		case "diversion":
+			in = []string{"Diversion"}
+		default:
+			t.Fatalf("event.Fields names object %q", f.Object)
+		}
+		for _, name := range in {
+			want[name].properties = append(want[name].properties, f.Key)
+			if f.Required {
+				want[name].required = append(want[name].required, f.Key)
+			}
+		}
+		if f.RequiredFor != "" {
+			name := typeSchema[f.RequiredFor]
+			want[name].required = append(want[name].required, f.Key)
+		}
+	}
+	for name, w := range want {
+		sc, ok := schemas[name]
+		if !ok {
+			t.Errorf("the document has no schema %s", name)
+			continue
+		}
+		var got []string
+		for p := range sc.Properties {
+			// A type's schema fixes the envelope's type to its own.
+			if p != "type" || name == "EventEnvelope" {
+				got = append(got, p)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(w.properties)
+		if !slices.Equal(got, w.properties) {
+			t.Errorf("schema %s has properties %v; the event schema has %v", name, got, w.properties)
+		}
+		required := slices.Sorted(slices.Values(sc.Required))
+		slices.Sort(w.required)
+		if !slices.Equal(required, w.required) {
+			t.Errorf("schema %s requires %v; the event schema requires %v", name, required, w.required)
 		}
 	}
 }

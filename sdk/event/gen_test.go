@@ -3,6 +3,9 @@ package event
 import (
 	"bytes"
 	"os"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/callwire/callwire/sdk/event/internal/schema"
@@ -23,6 +26,38 @@ func TestGeneratedUpToDate(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s is not what the schema generates: run go generate in sdk/event", name)
+		}
+	}
+}
+
+// TestFieldsAgreeWithStructs checks that Fields lists, for each object, exactly the JSON names
+// of its Go struct's fields, in the struct's order.
+func TestFieldsAgreeWithStructs(t *testing.T) {
+	byObject := map[string][]string{}
+	seen := map[string]bool{}
+	for _, f := range Fields() {
+		if k := f.Object + "." + f.Key; !seen[k] {
+			seen[k] = true
+			byObject[f.Object] = append(byObject[f.Object], f.Key)
+		}
+	}
+	for object, typ := range map[string]reflect.Type{
+		"event":     reflect.TypeFor[Event](),
+		"call":      reflect.TypeFor[Call](),
+		"party":     reflect.TypeFor[Party](),
+		"diversion": reflect.TypeFor[Diversion](),
+	} {
+		var want []string
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if f.Anonymous {
+				continue // a hop's party members are listed under "party"
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			want = append(want, name)
+		}
+		if got := byObject[object]; !slices.Equal(got, want) {
+			t.Errorf("Fields lists %s members %v, its struct %v", object, got, want)
 		}
 	}
 }

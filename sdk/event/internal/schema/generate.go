@@ -18,6 +18,7 @@ func Generate() (map[string][]byte, error) {
 		"validate_gen.go": validation,
 		"read_gen.go":     reader,
 		"decode_gen.go":   decoder,
+		"fields_gen.go":   fields,
 	}
 	out := make(map[string][]byte, len(files))
 	names := make([]string, 0, len(files))
@@ -697,4 +698,53 @@ d.typeProblem(path, "is not a field of a diversion")
 return dv
 }
 `)
+}
+
+// fields writes Fields.
+func fields(b *bytes.Buffer) {
+	b.WriteString(`// Fields returns every member of an event's JSON, in the canonical order on the wire, each
+// object's members following the member that holds it. The slice and the slices it holds are
+// new on every call.
+func Fields() []FieldInfo {
+return []FieldInfo{
+`)
+	var list func(ms []Member, object, prefix string, types []string)
+	list = func(ms []Member, object, prefix string, inherited []string) {
+		for _, m := range ms {
+			types := m.Types
+			if len(types) == 0 {
+				types = inherited
+			}
+			path := prefix + m.Key
+			fmt.Fprintf(b, "{Path: %q, Object: %q, Key: %q", path, object, m.Key)
+			if len(types) > 0 {
+				b.WriteString(", Types: []Type{")
+				for i, t := range types {
+					if i > 0 {
+						b.WriteString(", ")
+					}
+					b.WriteString(t)
+				}
+				b.WriteString("}")
+			}
+			if m.Required {
+				b.WriteString(", Required: true")
+			}
+			if m.RequiredFor != "" {
+				fmt.Fprintf(b, ", RequiredFor: %s", m.RequiredFor)
+			}
+			b.WriteString("},\n")
+			switch m.Kind {
+			case CallBlock:
+				list(Call(), "call", path+".", types)
+			case PartyRef:
+				list(Party(), "party", path+".", types)
+			case Hops:
+				list(Party(), "party", path+"[].", types)
+				list(Hop(), "diversion", path+"[].", types)
+			}
+		}
+	}
+	list(Event(), "event", "", nil)
+	b.WriteString("}\n}\n")
 }
