@@ -108,38 +108,40 @@ const (
 	endUnix = 253402300800
 )
 
-// validate adds e's problems to ps, under path p. rawChecked says e.Raw, when set, is known to
-// be one JSON object (ParseBody took it from the body's tree), so its text need not be read again.
-func (e *Event) validate(ps *problems, p string, rawChecked bool) {
-	switch {
-	case e.Type == "":
-		ps.add(join(p, "type"), "is required")
-	case !e.Type.Valid():
-		ps.add(join(p, "type"), "must be one of "+typeList()+", got "+strconv.Quote(string(e.Type)))
-	}
-	checkID(ps, join(p, "providerCallId"), e.ProviderCallID, true)
+// The checks of the members whose check is more than the schema describes, which the generated
+// validate methods call in wire order, each with the path of the member's object.
+
+// checkOccurredAt checks that occurredAt is given and from 1970 up to, not including, the year
+// 10000.
+func (e *Event) checkOccurredAt(ps *problems, p string) {
 	switch {
 	case e.OccurredAt.IsZero():
 		ps.add(join(p, "occurredAt"), "is required: an ISO 8601 timestamp in UTC")
 	case e.OccurredAt.Unix() < minUnix || e.OccurredAt.Unix() >= endUnix:
 		ps.add(join(p, "occurredAt"), "must be between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z")
 	}
-	e.Call.validate(ps, join(p, "call"))
+}
+
+// checkProvider checks the provider's name, when given.
+func (e *Event) checkProvider(ps *problems, p string) {
 	if e.Provider != "" && !validToken(e.Provider, true) {
 		ps.add(join(p, "provider"), "must be 1 to 64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit")
 	}
-	if e.Sequence < 0 {
-		ps.add(join(p, "sequence"), "must be zero or more")
-	}
+}
+
+// checkProviderEventID checks the event's id, when given: an id that does not have the form of
+// the dedupe key of an event without one.
+func (e *Event) checkProviderEventID(ps *problems, p string) {
 	if e.ProviderEventID != "" {
 		checkID(ps, join(p, "providerEventId"), e.ProviderEventID, false)
 		if looksLikeSequenceKey(e.ProviderEventID) {
 			ps.add(join(p, "providerEventId"), "must not have the form <event type>:<number>, which is the dedupe key of an event without an id: it would be taken for that event")
 		}
 	}
-	if e.Observer != "" && !e.Observer.Valid() {
-		ps.add(join(p, "observer"), "must be one of endpoint, proxy, pbx_api, got "+strconv.Quote(string(e.Observer)))
-	}
+}
+
+// checkLocations checks the locations, when given: 1 to MaxLocations valid names.
+func (e *Event) checkLocations(ps *problems, p string) {
 	if e.Locations != nil {
 		lp := join(p, "locations")
 		switch {
@@ -154,117 +156,56 @@ func (e *Event) validate(ps *problems, p string, rawChecked bool) {
 			}
 		}
 	}
+}
+
+// checkRaw checks that the raw, when given, is a JSON object or null, unless rawChecked says it
+// is known to be an object.
+func (e *Event) checkRaw(ps *problems, p string, rawChecked bool) {
 	if len(e.Raw) > 0 && !rawChecked {
 		r := strings.Trim(string(e.Raw), " \t\r\n")
 		if !json.Valid(e.Raw) || (!strings.HasPrefix(r, "{") && r != "null") {
 			ps.add(join(p, "raw"), "must be a JSON object or null")
 		}
 	}
-	e.validateExtras(ps, p)
 }
 
-func (e *Event) validateExtras(ps *problems, p string) {
-	e.checkMembership(ps, p)
-
-	if e.AnsweredBy != "" {
-		checkText(ps, join(p, "answeredBy"), e.AnsweredBy, MaxExtensionLength)
-	}
-	if e.Disposition != "" && !e.Disposition.Valid() {
-		ps.add(join(p, "disposition"), "must be one of answered, no_answer, busy, cancelled, rejected, failed, voicemail, got "+strconv.Quote(string(e.Disposition)))
-	}
-	checkSeconds(ps, join(p, "duration"), e.Duration)
-	checkSeconds(ps, join(p, "talkTime"), e.TalkTime)
-	if e.SIPCode != nil && (*e.SIPCode < 100 || *e.SIPCode > 699) {
-		ps.add(join(p, "sipCode"), "must be a SIP status code from 100 to 699")
-	}
-	if e.SIPReason != "" {
-		checkText(ps, join(p, "sipReason"), e.SIPReason, MaxNameLength)
-	}
-	if e.TransferTo != nil && !ps.skip[join(p, "to")] {
-		e.TransferTo.validate(ps, join(p, "to"))
-	}
-	if e.Mode != "" && !e.Mode.Valid() {
-		ps.add(join(p, "mode"), "must be blind or attended, got "+strconv.Quote(string(e.Mode)))
-	}
-	// The members a type requires are its own, so the problems of the members between here and
-	// each one's place in wire order belong to other types' members, which checkMembership has
-	// marked: listing them all here keeps the wire order.
-	e.checkRequiredForType(ps, p)
+// checkURL checks the recording's URL, when given: absolute, http or https, at most
+// MaxURILength characters.
+func (e *Event) checkURL(ps *problems, p string) {
 	if e.URL != "" {
 		if u, err := url.Parse(e.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(e.URL) > MaxURILength {
 			ps.add(join(p, "url"), "must be an absolute http or https URL of at most 4096 characters")
 		}
 	}
+}
+
+// checkMIMEType checks the recording's media type, when given.
+func (e *Event) checkMIMEType(ps *problems, p string) {
 	if e.MIMEType != "" {
 		if mt, _, err := mime.ParseMediaType(e.MIMEType); err != nil || !strings.Contains(mt, "/") || len(e.MIMEType) > 255 {
 			ps.add(join(p, "mimeType"), "must be a media type such as audio/wav")
 		}
 	}
-	if e.Bytes != nil && *e.Bytes < 0 {
-		ps.add(join(p, "bytes"), "must be zero or more")
-	}
+}
+
+// checkLanguage checks the transcript's language tag, when given.
+func (e *Event) checkLanguage(ps *problems, p string) {
 	if e.Language != "" && !validLanguage(e.Language) {
 		ps.add(join(p, "language"), "must be a BCP 47 language tag such as en or en-GB")
 	}
-	if e.Confidence != nil && (math.IsNaN(*e.Confidence) || *e.Confidence < 0 || *e.Confidence > 1) {
-		ps.add(join(p, "confidence"), "must be a number from 0 to 1")
-	}
 }
 
-func (c *Call) validate(ps *problems, p string) {
-	switch {
-	case c.Direction == "":
-		ps.add(join(p, "direction"), "is required: inbound, outbound or internal")
-	case !c.Direction.Valid():
-		ps.add(join(p, "direction"), "must be one of inbound, outbound, internal, got "+strconv.Quote(string(c.Direction)))
-	}
-	if c.From != nil {
-		c.From.validate(ps, join(p, "from"))
-	}
-	if c.To != nil {
-		c.To.validate(ps, join(p, "to"))
-	}
-	if c.Trunk != "" {
-		checkText(ps, join(p, "trunk"), c.Trunk, MaxNameLength)
-	}
-	if len(c.Diversion) > MaxDiversions {
-		ps.add(join(p, "diversion"), "must hold at most "+strconv.Itoa(MaxDiversions)+" hops")
-	}
-	for i := range c.Diversion {
-		d := &c.Diversion[i]
-		dp := join(p, "diversion") + "[" + strconv.Itoa(i) + "]"
-		d.Party.validate(ps, dp)
-		if d.Reason != "" {
-			checkText(ps, join(dp, "reason"), d.Reason, 64)
-		}
-		if d.Counter != nil && (*d.Counter < 0 || *d.Counter > 100) {
-			ps.add(join(dp, "counter"), "must be from 0 to 100")
-		}
-	}
-}
-
-func (pt *Party) validate(ps *problems, p string) {
-	kind := pt.EffectiveKind()
-	if pt.Kind != "" && !pt.Kind.Valid() {
-		ps.add(join(p, "kind"), "must be one of e164, extension, anonymous, unknown, got "+strconv.Quote(string(pt.Kind)))
-	}
+// checkNumber checks a party's number, when given: the E.164 form, and none for a party of kind
+// anonymous or unknown.
+func (pt *Party) checkNumber(ps *problems, p string) {
 	if pt.Number != "" && !ValidE164(pt.Number) {
 		ps.add(join(p, "number"), "must be an E.164 number: '+', country code and subscriber number, at most 15 digits, for example +442071234567")
 	}
-	switch kind {
+	switch kind := pt.EffectiveKind(); kind {
 	case KindAnonymous, KindUnknown:
 		if pt.Number != "" {
 			ps.add(join(p, "number"), "must be null for kind "+string(kind))
 		}
-	}
-	if pt.Name != "" {
-		checkText(ps, join(p, "name"), pt.Name, MaxNameLength)
-	}
-	if pt.Extension != "" {
-		checkText(ps, join(p, "extension"), pt.Extension, MaxExtensionLength)
-	}
-	if pt.URI != "" {
-		checkText(ps, join(p, "uri"), pt.URI, MaxURILength)
 	}
 }
 
@@ -359,17 +300,6 @@ func validLanguage(s string) bool {
 		}
 	}
 	return true
-}
-
-func typeList() string {
-	var b strings.Builder
-	for i, t := range Types() {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(string(t))
-	}
-	return b.String()
 }
 
 // looksLikeSequenceKey reports whether id has the form "<event type>:<digits>", the dedupe key

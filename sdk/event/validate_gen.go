@@ -2,6 +2,121 @@
 
 package event
 
+import (
+	"math"
+	"strconv"
+)
+
+// validate adds e's problems to ps, under path p. rawChecked says e.Raw, when set, is known to
+// be one JSON object (ParseBody took it from the body's tree), so its text need not be read again.
+func (e *Event) validate(ps *problems, p string, rawChecked bool) {
+	switch {
+	case e.Type == "":
+		ps.add(join(p, "type"), "is required")
+	case !e.Type.Valid():
+		ps.add(join(p, "type"), "must be one of call_received, call_placed, call_missed, call_answered, call_ended, call_hold, call_transferred, call_recorded, call_transcribed, got "+strconv.Quote(string(e.Type)))
+	}
+	checkID(ps, join(p, "providerCallId"), e.ProviderCallID, true)
+	e.checkOccurredAt(ps, p)
+	e.Call.validate(ps, join(p, "call"))
+	e.checkProvider(ps, p)
+	if e.Sequence < 0 {
+		ps.add(join(p, "sequence"), "must be zero or more")
+	}
+	e.checkProviderEventID(ps, p)
+	if e.Observer != "" && !e.Observer.Valid() {
+		ps.add(join(p, "observer"), "must be one of endpoint, proxy, pbx_api, got "+strconv.Quote(string(e.Observer)))
+	}
+	e.checkLocations(ps, p)
+	e.checkRaw(ps, p, rawChecked)
+	e.checkMembership(ps, p)
+	if e.AnsweredBy != "" {
+		checkText(ps, join(p, "answeredBy"), e.AnsweredBy, MaxExtensionLength)
+	}
+	if e.Disposition != "" && !e.Disposition.Valid() {
+		ps.add(join(p, "disposition"), "must be one of answered, no_answer, busy, cancelled, rejected, failed, voicemail, got "+strconv.Quote(string(e.Disposition)))
+	}
+	checkSeconds(ps, join(p, "duration"), e.Duration)
+	checkSeconds(ps, join(p, "talkTime"), e.TalkTime)
+	if e.SIPCode != nil && (*e.SIPCode < 100 || *e.SIPCode > 699) {
+		ps.add(join(p, "sipCode"), "must be a SIP status code from 100 to 699")
+	}
+	if e.SIPReason != "" {
+		checkText(ps, join(p, "sipReason"), e.SIPReason, MaxNameLength)
+	}
+	if e.TransferTo != nil && !ps.skip[join(p, "to")] {
+		e.TransferTo.validate(ps, join(p, "to"))
+	}
+	if e.Mode != "" && !e.Mode.Valid() {
+		ps.add(join(p, "mode"), "must be blind or attended, got "+strconv.Quote(string(e.Mode)))
+	}
+	if e.Type == CallRecorded && e.URL == "" {
+		ps.add(join(p, "url"), "is required for call_recorded")
+	}
+	e.checkURL(ps, p)
+	e.checkMIMEType(ps, p)
+	if e.Bytes != nil && *e.Bytes < 0 {
+		ps.add(join(p, "bytes"), "must be zero or more")
+	}
+	if e.Type == CallTranscribed && e.Text == "" {
+		ps.add(join(p, "text"), "is required for call_transcribed")
+	}
+	e.checkLanguage(ps, p)
+	if e.Confidence != nil && (math.IsNaN(*e.Confidence) || *e.Confidence < 0 || *e.Confidence > 1) {
+		ps.add(join(p, "confidence"), "must be a number from 0 to 1")
+	}
+}
+
+// validate adds c's problems to ps, under path p.
+func (c *Call) validate(ps *problems, p string) {
+	switch {
+	case c.Direction == "":
+		ps.add(join(p, "direction"), "is required: inbound, outbound or internal")
+	case !c.Direction.Valid():
+		ps.add(join(p, "direction"), "must be one of inbound, outbound, internal, got "+strconv.Quote(string(c.Direction)))
+	}
+	if c.From != nil {
+		c.From.validate(ps, join(p, "from"))
+	}
+	if c.To != nil {
+		c.To.validate(ps, join(p, "to"))
+	}
+	if c.Trunk != "" {
+		checkText(ps, join(p, "trunk"), c.Trunk, MaxNameLength)
+	}
+	if len(c.Diversion) > MaxDiversions {
+		ps.add(join(p, "diversion"), "must hold at most "+strconv.Itoa(MaxDiversions)+" hops")
+	}
+	for i := range c.Diversion {
+		d := &c.Diversion[i]
+		dp := join(p, "diversion") + "[" + strconv.Itoa(i) + "]"
+		d.Party.validate(ps, dp)
+		if d.Reason != "" {
+			checkText(ps, join(dp, "reason"), d.Reason, 64)
+		}
+		if d.Counter != nil && (*d.Counter < 0 || *d.Counter > 100) {
+			ps.add(join(dp, "counter"), "must be from 0 to 100")
+		}
+	}
+}
+
+// validate adds pt's problems to ps, under path p.
+func (pt *Party) validate(ps *problems, p string) {
+	if pt.Kind != "" && !pt.Kind.Valid() {
+		ps.add(join(p, "kind"), "must be one of e164, extension, anonymous, unknown, got "+strconv.Quote(string(pt.Kind)))
+	}
+	pt.checkNumber(ps, p)
+	if pt.Name != "" {
+		checkText(ps, join(p, "name"), pt.Name, MaxNameLength)
+	}
+	if pt.Extension != "" {
+		checkText(ps, join(p, "extension"), pt.Extension, MaxExtensionLength)
+	}
+	if pt.URI != "" {
+		checkText(ps, join(p, "uri"), pt.URI, MaxURILength)
+	}
+}
+
 // checkMembership reports each member e gives that its type does not carry, once: the path is
 // marked, so that no problem with its value is listed too. An event of no valid type has no
 // such problem.
@@ -37,16 +152,6 @@ func (e *Event) checkMembership(ps *problems, p string) {
 	only("text", e.Text != "", CallTranscribed)
 	only("language", e.Language != "", CallTranscribed)
 	only("confidence", e.Confidence != nil, CallTranscribed)
-}
-
-// checkRequiredForType reports each member that e's type requires and e does not give.
-func (e *Event) checkRequiredForType(ps *problems, p string) {
-	if e.Type == CallRecorded && e.URL == "" {
-		ps.add(join(p, "url"), "is required for call_recorded")
-	}
-	if e.Type == CallTranscribed && e.Text == "" {
-		ps.add(join(p, "text"), "is required for call_transcribed")
-	}
 }
 
 // callPath returns the path prefix.name for the members of an event's call block and of its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/format"
 	"sort"
+	"strings"
 )
 
 // Header opens every generated file.
@@ -278,10 +279,34 @@ func wire(c string) string {
 	panic("schema: no event type " + c)
 }
 
-// validation writes the check that an event's members belong to its type, the checks of the
-// members required for a type, and callPath.
+// validation writes the validator: the checks of an event's, a call block's and a party's
+// members in wire order, the check that an event's members belong to its type, and callPath.
 func validation(b *bytes.Buffer) {
-	b.WriteString(`// checkMembership reports each member e gives that its type does not carry, once: the path is
+	b.WriteString(`import (
+"math"
+"strconv"
+)
+
+// validate adds e's problems to ps, under path p. rawChecked says e.Raw, when set, is known to
+// be one JSON object (ParseBody took it from the body's tree), so its text need not be read again.
+func (e *Event) validate(ps *problems, p string, rawChecked bool) {
+`)
+	checks(b, Event(), "e", "p", true)
+	b.WriteString(`}
+
+// validate adds c's problems to ps, under path p.
+func (c *Call) validate(ps *problems, p string) {
+`)
+	checks(b, Call(), "c", "p", false)
+	b.WriteString(`}
+
+// validate adds pt's problems to ps, under path p.
+func (pt *Party) validate(ps *problems, p string) {
+`)
+	checks(b, Party(), "pt", "p", false)
+	b.WriteString(`}
+
+// checkMembership reports each member e gives that its type does not carry, once: the path is
 // marked, so that no problem with its value is listed too. An event of no valid type has no
 // such problem.
 func (e *Event) checkMembership(ps *problems, p string) {
@@ -310,18 +335,6 @@ ps.mark(join(p, name))
 			fmt.Fprintf(b, ", %s", t)
 		}
 		b.WriteString(")\n")
-	}
-	b.WriteString(`}
-
-// checkRequiredForType reports each member that e's type requires and e does not give.
-func (e *Event) checkRequiredForType(ps *problems, p string) {
-`)
-	for _, m := range Event() {
-		if m.RequiredFor == "" {
-			continue
-		}
-		fmt.Fprintf(b, "if e.Type == %s && %s {\nps.add(join(p, %q), %q)\n}\n",
-			m.RequiredFor, absent(m, "e."+m.Field), m.Key, "is required for "+wire(m.RequiredFor))
 	}
 	b.WriteString(`}
 
@@ -747,4 +760,83 @@ return []FieldInfo{
 	}
 	list(Event(), "event", "", nil)
 	b.WriteString("}\n}\n")
+}
+
+// checks writes the validator's checks of members ms, in order, of the object in the variable
+// recv whose path is in the variable p. In an event (event set), the check that its members
+// belong to its type comes before the first member that some types only carry.
+func checks(b *bytes.Buffer, ms []Member, recv, p string, event bool) {
+	membership := false
+	for _, m := range ms {
+		x := recv + "." + m.Field
+		path := fmt.Sprintf("join(%s, %q)", p, m.Key)
+		c := m.Check
+		if event && len(m.Types) > 0 && !membership {
+			fmt.Fprintf(b, "%s.checkMembership(ps, %s)\n", recv, p)
+			membership = true
+		}
+		if m.RequiredFor != "" {
+			fmt.Fprintf(b, "if %s.Type == %s && %s {\nps.add(%s, %q)\n}\n",
+				recv, m.RequiredFor, absent(m, x), path, "is required for "+wire(m.RequiredFor))
+		}
+		switch {
+		case c.Func != "":
+			extra := ""
+			if m.Kind == Raw {
+				extra = ", rawChecked"
+			}
+			fmt.Fprintf(b, "%s.%s(ps, %s%s)\n", recv, c.Func, p, extra)
+		case m.Kind == Enum && m.Required:
+			fmt.Fprintf(b, "switch {\ncase %s == \"\":\nps.add(%s, %q)\ncase !%s.Valid():\nps.add(%s, %q+strconv.Quote(string(%s)))\n}\n",
+				x, path, c.RequiredProblem, x, path, c.EnumProblem, x)
+		case m.Kind == Enum && c.EnumProblem != "":
+			fmt.Fprintf(b, "if %s != \"\" && !%s.Valid() {\nps.add(%s, %q+strconv.Quote(string(%s)))\n}\n",
+				x, x, path, c.EnumProblem, x)
+		case c.ID:
+			fmt.Fprintf(b, "checkID(ps, %s, %s, %t)\n", path, x, m.Required)
+		case c.MaxChars != "":
+			fmt.Fprintf(b, "if %s != \"\" {\ncheckText(ps, %s, %s, %s)\n}\n", x, path, x, c.MaxChars)
+		case c.Seconds:
+			fmt.Fprintf(b, "checkSeconds(ps, %s, %s)\n", path, x)
+		case c.Problem != "":
+			fmt.Fprintf(b, "if %s {\nps.add(%s, %q)\n}\n", outside(m, x), path, c.Problem)
+		case m.Kind == PartyRef && len(m.Types) > 0:
+			// Once reported as not a member of its event's type (marked), its party is not checked.
+			fmt.Fprintf(b, "if %s != nil && !ps.skip[%s] {\n%s.validate(ps, %s)\n}\n", x, path, x, path)
+		case m.Kind == PartyRef:
+			fmt.Fprintf(b, "if %s != nil {\n%s.validate(ps, %s)\n}\n", x, x, path)
+		case m.Kind == CallBlock:
+			fmt.Fprintf(b, "%s.validate(ps, %s)\n", x, path)
+		case m.Kind == Hops:
+			fmt.Fprintf(b, "if len(%[1]s) > %[2]s {\nps.add(%[3]s, \"must hold at most \"+strconv.Itoa(%[2]s)+\" hops\")\n}\n"+
+				"for i := range %[1]s {\nd := &%[1]s[i]\ndp := %[3]s + \"[\" + strconv.Itoa(i) + \"]\"\nd.Party.validate(ps, dp)\n",
+				x, c.MaxItems, path)
+			checks(b, Hop(), "d", "dp", false)
+			b.WriteString("}\n")
+		}
+	}
+}
+
+// outside is the Go expression that is true when number member m, held at x, is given and
+// outside its Check's bounds (or, for a Float, not a number).
+func outside(m Member, x string) string {
+	v, given := x, ""
+	if m.Kind != Whole {
+		v, given = "*"+x, x+" != nil && "
+	}
+	var conds []string
+	if m.Kind == Float {
+		conds = append(conds, "math.IsNaN("+v+")")
+	}
+	if m.Check.Min != "" {
+		conds = append(conds, v+" < "+m.Check.Min)
+	}
+	if m.Check.Max != "" {
+		conds = append(conds, v+" > "+m.Check.Max)
+	}
+	cond := strings.Join(conds, " || ")
+	if len(conds) > 1 && given != "" {
+		cond = "(" + cond + ")"
+	}
+	return given + cond
 }

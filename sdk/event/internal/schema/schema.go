@@ -68,6 +68,35 @@ type Member struct {
 	RequiredFor string
 	// EmptyProblem is the problem the tree decoder lists for a NonEmpty member given as "".
 	EmptyProblem string
+	// Check is the validator's check of the member's value.
+	Check Check
+}
+
+// Check is the validator's check of a member's value beyond its kind. A member checks at most
+// one of these; the zero Check checks nothing.
+type Check struct {
+	// RequiredProblem is the problem of a required Enum member that is absent.
+	RequiredProblem string
+	// EnumProblem is how the problem of an Enum member that is not one of its type's values
+	// (its Valid method) starts; the value, quoted, ends it.
+	EnumProblem string
+	// ID checks a String member as an id: at most MaxIDLength bytes, no control characters
+	// (checkID), required when the member is.
+	ID bool
+	// MaxChars is the most characters a String member may hold: a constant of package event,
+	// or a number.
+	MaxChars string
+	// Seconds checks a Float member as a number of seconds, zero or more (checkSeconds).
+	Seconds bool
+	// Min and Max, either of them empty for no bound, bound a number member; Problem is the
+	// problem of a number outside them (or, for a Float, not a number).
+	Min, Max, Problem string
+	// MaxItems is the constant of package event that bounds a Hops member's length.
+	MaxItems string
+	// Func is the hand-written method of the member's object in package event that checks the
+	// member, called with the problems and the object's path (and, for a Raw member, whether
+	// the raw is known to be a JSON object).
+	Func string
 }
 
 // EventType is one event type: its Go constant in package event and its name on the wire.
@@ -92,68 +121,96 @@ func Types() []EventType {
 
 // Event returns the members of an event object.
 func Event() []Member {
+	typeProblem := "must be one of "
+	for i, t := range Types() {
+		if i > 0 {
+			typeProblem += ", "
+		}
+		typeProblem += t.Wire
+	}
+	typeProblem += ", got "
 	ended := []string{"CallEnded"}
 	recorded := []string{"CallRecorded"}
 	transcribed := []string{"CallTranscribed"}
 	transferred := []string{"CallTransferred"}
 	return []Member{
-		{Key: "type", Const: "mType", Field: "Type", Kind: Enum, Enum: "Type", Required: true},
-		{Key: "providerCallId", Const: "mProviderCallID", Field: "ProviderCallID", Kind: String, Required: true},
-		{Key: "occurredAt", Const: "mOccurredAt", Field: "OccurredAt", Kind: Time, Required: true},
+		{Key: "type", Const: "mType", Field: "Type", Kind: Enum, Enum: "Type", Required: true,
+			Check: Check{RequiredProblem: "is required", EnumProblem: typeProblem}},
+		{Key: "providerCallId", Const: "mProviderCallID", Field: "ProviderCallID", Kind: String, Required: true,
+			Check: Check{ID: true}},
+		{Key: "occurredAt", Const: "mOccurredAt", Field: "OccurredAt", Kind: Time, Required: true,
+			Check: Check{Func: "checkOccurredAt"}},
 		{Key: "call", Const: "mCall", Field: "Call", Kind: CallBlock, Required: true},
 		{Key: "provider", Const: "mProvider", Field: "Provider", Kind: NonEmpty,
-			EmptyProblem: `must not be empty; leave it out for "sip"`},
-		{Key: "sequence", Const: "mSequence", Field: "Sequence", Kind: Whole},
+			EmptyProblem: `must not be empty; leave it out for "sip"`, Check: Check{Func: "checkProvider"}},
+		{Key: "sequence", Const: "mSequence", Field: "Sequence", Kind: Whole,
+			Check: Check{Min: "0", Problem: "must be zero or more"}},
 		{Key: "providerEventId", Const: "mProviderEventID", Field: "ProviderEventID", Kind: NonEmpty,
-			EmptyProblem: "must not be empty; use null when there is none"},
-		{Key: "observer", Const: "mObserver", Field: "Observer", Kind: Enum, Enum: "Observer"},
-		{Key: "locations", Const: "mLocations", Field: "Locations", Kind: Strings},
-		{Key: "raw", Const: "mRaw", Field: "Raw", Kind: Raw},
-		{Key: "answeredBy", Const: "mAnsweredBy", Field: "AnsweredBy", Kind: String, Types: []string{"CallAnswered"}},
-		{Key: "disposition", Const: "mDisposition", Field: "Disposition", Kind: Enum, Enum: "Disposition", Types: ended},
-		{Key: "duration", Const: "mDuration", Field: "Duration", Kind: Float, Types: []string{"CallEnded", "CallRecorded"}},
-		{Key: "talkTime", Const: "mTalkTime", Field: "TalkTime", Kind: Float, Types: ended},
+			EmptyProblem: "must not be empty; use null when there is none", Check: Check{Func: "checkProviderEventID"}},
+		{Key: "observer", Const: "mObserver", Field: "Observer", Kind: Enum, Enum: "Observer",
+			Check: Check{EnumProblem: "must be one of endpoint, proxy, pbx_api, got "}},
+		{Key: "locations", Const: "mLocations", Field: "Locations", Kind: Strings, Check: Check{Func: "checkLocations"}},
+		{Key: "raw", Const: "mRaw", Field: "Raw", Kind: Raw, Check: Check{Func: "checkRaw"}},
+		{Key: "answeredBy", Const: "mAnsweredBy", Field: "AnsweredBy", Kind: String, Types: []string{"CallAnswered"},
+			Check: Check{MaxChars: "MaxExtensionLength"}},
+		{Key: "disposition", Const: "mDisposition", Field: "Disposition", Kind: Enum, Enum: "Disposition", Types: ended,
+			Check: Check{EnumProblem: "must be one of answered, no_answer, busy, cancelled, rejected, failed, voicemail, got "}},
+		{Key: "duration", Const: "mDuration", Field: "Duration", Kind: Float, Types: []string{"CallEnded", "CallRecorded"},
+			Check: Check{Seconds: true}},
+		{Key: "talkTime", Const: "mTalkTime", Field: "TalkTime", Kind: Float, Types: ended, Check: Check{Seconds: true}},
 		{Key: "answeredElsewhere", Const: "mAnsweredElsewhere", Field: "AnsweredElsewhere", Kind: Bool, Types: ended},
-		{Key: "sipCode", Const: "mSIPCode", Field: "SIPCode", Kind: SmallInt, Types: ended},
-		{Key: "sipReason", Const: "mSIPReason", Field: "SIPReason", Kind: String, Types: ended},
+		{Key: "sipCode", Const: "mSIPCode", Field: "SIPCode", Kind: SmallInt, Types: ended,
+			Check: Check{Min: "100", Max: "699", Problem: "must be a SIP status code from 100 to 699"}},
+		{Key: "sipReason", Const: "mSIPReason", Field: "SIPReason", Kind: String, Types: ended,
+			Check: Check{MaxChars: "MaxNameLength"}},
 		{Key: "released", Const: "mReleased", Field: "Released", Kind: Bool, Types: []string{"CallHold"}},
 		{Key: "to", Const: "mTo", Field: "TransferTo", Kind: PartyRef, Types: transferred},
-		{Key: "mode", Const: "mMode", Field: "Mode", Kind: Enum, Enum: "TransferMode", Types: transferred},
-		{Key: "url", Const: "mURL", Field: "URL", Kind: String, Types: recorded, RequiredFor: "CallRecorded"},
-		{Key: "mimeType", Const: "mMIMEType", Field: "MIMEType", Kind: String, Types: recorded},
-		{Key: "bytes", Const: "mBytes", Field: "Bytes", Kind: Int, Types: recorded},
+		{Key: "mode", Const: "mMode", Field: "Mode", Kind: Enum, Enum: "TransferMode", Types: transferred,
+			Check: Check{EnumProblem: "must be blind or attended, got "}},
+		{Key: "url", Const: "mURL", Field: "URL", Kind: String, Types: recorded, RequiredFor: "CallRecorded",
+			Check: Check{Func: "checkURL"}},
+		{Key: "mimeType", Const: "mMIMEType", Field: "MIMEType", Kind: String, Types: recorded,
+			Check: Check{Func: "checkMIMEType"}},
+		{Key: "bytes", Const: "mBytes", Field: "Bytes", Kind: Int, Types: recorded,
+			Check: Check{Min: "0", Problem: "must be zero or more"}},
 		{Key: "text", Const: "mText", Field: "Text", Kind: String, Types: transcribed, RequiredFor: "CallTranscribed"},
-		{Key: "language", Const: "mLanguage", Field: "Language", Kind: String, Types: transcribed},
-		{Key: "confidence", Const: "mConfidence", Field: "Confidence", Kind: Float, Types: transcribed},
+		{Key: "language", Const: "mLanguage", Field: "Language", Kind: String, Types: transcribed,
+			Check: Check{Func: "checkLanguage"}},
+		{Key: "confidence", Const: "mConfidence", Field: "Confidence", Kind: Float, Types: transcribed,
+			Check: Check{Min: "0", Max: "1", Problem: "must be a number from 0 to 1"}},
 	}
 }
 
 // Call returns the members of a call block.
 func Call() []Member {
 	return []Member{
-		{Key: "direction", Const: "mDirection", Field: "Direction", Kind: Enum, Enum: "Direction", Required: true},
+		{Key: "direction", Const: "mDirection", Field: "Direction", Kind: Enum, Enum: "Direction", Required: true,
+			Check: Check{RequiredProblem: "is required: inbound, outbound or internal",
+				EnumProblem: "must be one of inbound, outbound, internal, got "}},
 		{Key: "from", Const: "mFrom", Field: "From", Kind: PartyRef},
 		{Key: "to", Const: "mCallTo", Field: "To", Kind: PartyRef},
-		{Key: "trunk", Const: "mTrunk", Field: "Trunk", Kind: String},
-		{Key: "diversion", Const: "mDiversion", Field: "Diversion", Kind: Hops},
+		{Key: "trunk", Const: "mTrunk", Field: "Trunk", Kind: String, Check: Check{MaxChars: "MaxNameLength"}},
+		{Key: "diversion", Const: "mDiversion", Field: "Diversion", Kind: Hops, Check: Check{MaxItems: "MaxDiversions"}},
 	}
 }
 
 // Party returns the members of a party. Every one is a String or an Enum.
 func Party() []Member {
 	return []Member{
-		{Key: "kind", Const: "mKind", Field: "Kind", Kind: Enum, Enum: "PartyKind"},
-		{Key: "number", Const: "mNumber", Field: "Number", Kind: String},
-		{Key: "name", Const: "mName", Field: "Name", Kind: String},
-		{Key: "extension", Const: "mExtension", Field: "Extension", Kind: String},
-		{Key: "uri", Const: "mURI", Field: "URI", Kind: String},
+		{Key: "kind", Const: "mKind", Field: "Kind", Kind: Enum, Enum: "PartyKind",
+			Check: Check{EnumProblem: "must be one of e164, extension, anonymous, unknown, got "}},
+		{Key: "number", Const: "mNumber", Field: "Number", Kind: String, Check: Check{Func: "checkNumber"}},
+		{Key: "name", Const: "mName", Field: "Name", Kind: String, Check: Check{MaxChars: "MaxNameLength"}},
+		{Key: "extension", Const: "mExtension", Field: "Extension", Kind: String, Check: Check{MaxChars: "MaxExtensionLength"}},
+		{Key: "uri", Const: "mURI", Field: "URI", Kind: String, Check: Check{MaxChars: "MaxURILength"}},
 	}
 }
 
 // Hop returns the members a diversion hop adds to those of a party, which it has first.
 func Hop() []Member {
 	return []Member{
-		{Key: "reason", Const: "mReason", Field: "Reason", Kind: String},
-		{Key: "counter", Const: "mCounter", Field: "Counter", Kind: SmallInt},
+		{Key: "reason", Const: "mReason", Field: "Reason", Kind: String, Check: Check{MaxChars: "64"}},
+		{Key: "counter", Const: "mCounter", Field: "Counter", Kind: SmallInt,
+			Check: Check{Min: "0", Max: "100", Problem: "must be from 0 to 100"}},
 	}
 }
