@@ -344,25 +344,3 @@ func (e *Event) AppendDedupeKey(b []byte) []byte {
 func (e Event) MarshalJSON() ([]byte, error) {
 	return e.AppendJSON(make([]byte, 0, e.sizeHint()))
 }
-
-// sizeHint is room enough for the event's canonical JSON, escapes aside: keys, punctuation and
-// numbers take under 600 bytes, and each string of the event its own length. A hint that falls
-// short costs a second buffer and a copy of the first.
-func (e *Event) sizeHint() int {
-	n := 600 + len(e.Raw) + len(e.Raw)/16 + len(e.ProviderCallID) + len(e.Provider) + len(e.ProviderEventID) +
-		len(e.Call.Trunk) + len(e.AnsweredBy) + len(e.SIPReason) + len(e.URL) + len(e.MIMEType) + len(e.Text) + len(e.Language)
-	party := func(p *Party) int {
-		if p == nil {
-			return 0
-		}
-		return 64 + len(p.Number) + len(p.Name) + len(p.Extension) + len(p.URI)
-	}
-	n += party(e.Call.From) + party(e.Call.To) + party(e.TransferTo)
-	for _, d := range e.Call.Diversion {
-		n += 96 + party(&d.Party) + len(d.Reason)
-	}
-	for _, l := range e.Locations {
-		n += 3 + len(l)
-	}
-	return n + n/16
-}

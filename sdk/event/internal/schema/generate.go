@@ -224,6 +224,8 @@ var err error
 	w.flush()
 	b.WriteString("return append(b, '}'), nil\n}\n\n")
 
+	sizeHint(b)
+
 	b.WriteString("// appendPartyFields appends the members of party p that are not empty, after an opening brace\n// or another member.\nfunc appendPartyFields(b []byte, p *Party) []byte {\n")
 	ps := Party()
 	for i, m := range ps {
@@ -839,4 +841,50 @@ func outside(m Member, x string) string {
 		cond = "(" + cond + ")"
 	}
 	return given + cond
+}
+
+// sizeHint writes Event.sizeHint, which sums the lengths of the event's strings that are not
+// enums: an enum's values are short, and the 600 bytes for keys and punctuation cover them.
+func sizeHint(b *bytes.Buffer) {
+	b.WriteString(`// sizeHint is room enough for the event's canonical JSON, escapes aside: keys, punctuation and
+// numbers take under 600 bytes, and each string of the event its own length. A hint that falls
+// short costs a second buffer and a copy of the first.
+func (e *Event) sizeHint() int {
+`)
+	strs := func(ms []Member, recv string) []string {
+		var out []string
+		for _, m := range ms {
+			if m.Kind == String || m.Kind == NonEmpty {
+				out = append(out, "len("+recv+m.Field+")")
+			}
+		}
+		return out
+	}
+	var terms, parties, loops []string
+	var walk func(ms []Member, recv string)
+	walk = func(ms []Member, recv string) {
+		terms = append(terms, strs(ms, recv)...)
+		for _, m := range ms {
+			x := recv + m.Field
+			switch m.Kind {
+			case Raw:
+				terms = append(terms, "len("+x+")", "len("+x+")/16")
+			case CallBlock:
+				walk(Call(), x+".")
+			case PartyRef:
+				parties = append(parties, "party("+x+")")
+			case Hops:
+				hop := append([]string{"96", "party(&d.Party)"}, strs(Hop(), "d.")...)
+				loops = append(loops, fmt.Sprintf("for _, d := range %s {\nn += %s\n}\n", x, strings.Join(hop, " + ")))
+			case Strings:
+				loops = append(loops, fmt.Sprintf("for _, v := range %s {\nn += 3 + len(v)\n}\n", x))
+			}
+		}
+	}
+	walk(Event(), "e.")
+	fmt.Fprintf(b, "n := 600 + %s\n", strings.Join(terms, " + "))
+	fmt.Fprintf(b, "party := func(p *Party) int {\nif p == nil {\nreturn 0\n}\nreturn 64 + %s\n}\n", strings.Join(strs(Party(), "p."), " + "))
+	fmt.Fprintf(b, "n += %s\n", strings.Join(parties, " + "))
+	b.WriteString(strings.Join(loops, ""))
+	b.WriteString("return n + n/16\n}\n\n")
 }
