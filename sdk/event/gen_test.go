@@ -3,6 +3,7 @@ package event
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -26,6 +27,15 @@ func TestGeneratedUpToDate(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s is not what the schema generates: run go generate in sdk/event", name)
+		}
+	}
+	old, err := filepath.Glob("*_gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range old {
+		if _, ok := files[name]; !ok {
+			t.Errorf("%s is not generated from the schema any more: remove it", name)
 		}
 	}
 }
