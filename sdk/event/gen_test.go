@@ -71,3 +71,15 @@ func TestFieldsAgreeWithStructs(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaTypesAgree checks that the schema's event types are the package's, in the same
+// order: the generated validator names them in its problems.
+func TestSchemaTypesAgree(t *testing.T) {
+	var got []Type
+	for _, ty := range schema.Types() {
+		got = append(got, Type(ty.Wire))
+	}
+	if want := Types(); !slices.Equal(got, want) {
+		t.Errorf("the schema's types are %v, the package's %v", got, want)
+	}
+}
