@@ -37,27 +37,20 @@ const (
 )
 
 // takeGroup takes the next group from q: the first write waiting, and the later ones of its
-// organization and key that share no call with the group, within the bounds.
+// organization and key that share no call with the group, within the bounds. A write that does
+// not join is skipped: a later one may.
 func takeGroup(q *writeq.Queue) []*writeq.Job {
 	var keys map[callKey]bool // the group's calls, made once a second write is considered
-	events := -1
-	return q.Take(func(group []*writeq.Job, j *writeq.Job) writeq.Verdict {
-		if len(group) >= maxGroupWrites {
-			return writeq.Stop
-		}
+	return q.Take(writeq.Bounds{Writes: maxGroupWrites, Events: maxGroupEvents}, func(group []*writeq.Job, j *writeq.Job, fits bool) writeq.Verdict {
 		first := group[0]
-		if events < 0 {
-			events = first.Events()
-		}
-		if events >= maxGroupEvents || !joins(first, j) {
+		if !fits || !joins(first, j) {
 			return writeq.Skip
 		}
 		if keys == nil {
 			keys = make(map[callKey]bool, 2*len(first.Write.Calls))
 			addKeys(keys, first)
 		}
-		if e := j.Events(); events+e <= maxGroupEvents && addKeys(keys, j) {
-			events += e
+		if addKeys(keys, j) {
 			return writeq.Join
 		}
 		return writeq.Skip
@@ -91,65 +84,25 @@ func addKeys(keys map[callKey]bool, j *writeq.Job) bool {
 }
 
 // writeGrouped queues w and waits for its outcome, writing a group itself whenever it finds a
-// free place. A write that no group has taken within the acquire timeout fails as one that got
-// no connection does: the database is overloaded.
+// free place at the gate. A write that no group has taken within the acquire timeout fails as
+// one that got no connection does: the database is overloaded.
 func (s *Store) writeGrouped(ctx context.Context, w store.Write) ([]store.CallResult, error) {
 	j := writeq.NewJob(ctx, w)
-	s.queue.Push(j)
-	// write, run holding a place, writes the next group and gives the place back. Once a group
-	// has taken j, it waits for j's outcome and reports true (going on for places while others
-	// are free would spin).
-	write := func() bool {
-		s.writeGroup()
-		<-s.gate
-		if !s.queue.Taken(j) {
-			return false
-		}
-		<-j.Done()
-		return true
-	}
-	select {
-	case s.gate <- struct{}{}:
-		if write() {
-			return j.Res, j.Err
-		}
+	switch err := s.queue.Await(j, s.gate, s.writeGroup, s.acquireTimeout); {
+	case err == nil:
+		return j.Res, j.Err
+	case errors.Is(err, writeq.ErrNoPlace):
+		return nil, fmt.Errorf("postgres: write calls: %w: no database connection within %v", store.ErrUnavailable, s.acquireTimeout)
 	default:
-	}
-	wait := time.NewTimer(s.acquireTimeout)
-	defer wait.Stop()
-	ended, expired := ctx.Done(), wait.C
-	for {
-		select {
-		case <-j.Done():
-			return j.Res, j.Err
-		case s.gate <- struct{}{}:
-			if write() {
-				return j.Res, j.Err
-			}
-		case <-ended:
-			if s.queue.Withdraw(j) {
-				return nil, fmt.Errorf("postgres: write calls: %w", ctxError(ctx.Err()))
-			}
-			ended = nil // a group has it, and its outcome is on its way
-		case <-expired:
-			if s.queue.Withdraw(j) {
-				return nil, fmt.Errorf("postgres: write calls: %w: no database connection within %v", store.ErrUnavailable, s.acquireTimeout)
-			}
-			expired = nil
-		}
+		return nil, fmt.Errorf("postgres: write calls: %w", ctxError(err))
 	}
 }
 
 // writeGroup writes the next group. The caller holds a place at the gate.
 func (s *Store) writeGroup() {
-	var live []*writeq.Job
-	for _, j := range takeGroup(&s.queue) {
-		if err := j.Ctx.Err(); err != nil {
-			j.Finish(nil, fmt.Errorf("postgres: write calls: %w", ctxError(err)))
-			continue
-		}
-		live = append(live, j)
-	}
+	live := writeq.Live(takeGroup(&s.queue), func(_ *writeq.Job, err error) error {
+		return fmt.Errorf("postgres: write calls: %w", ctxError(err))
+	})
 	switch len(live) {
 	case 0:
 		return

@@ -33,56 +33,32 @@ const (
 )
 
 // takeGroup takes the next group from q: the writes waiting first, as many as one group holds
-// (at least one when any waits).
+// (at least one when any waits). The first write that does not fit ends the group, so that
+// writes run in the order they were queued.
 func takeGroup(q *writeq.Queue) []*writeq.Job {
-	events := -1
-	return q.Take(func(group []*writeq.Job, j *writeq.Job) writeq.Verdict {
-		if events < 0 {
-			events = group[0].Events()
+	return q.Take(writeq.Bounds{Writes: maxGroupWrites, Events: maxGroupEvents}, func(_ []*writeq.Job, _ *writeq.Job, fits bool) writeq.Verdict {
+		if fits {
+			return writeq.Join
 		}
-		e := j.Events()
-		if len(group) >= maxGroupWrites || events+e > maxGroupEvents {
-			return writeq.Stop
-		}
-		events += e
-		return writeq.Join
+		return writeq.Stop
 	})
 }
 
 // writeGrouped queues j and waits for its outcome, writing a group itself whenever it gets the
 // writer first.
 func (s *Store) writeGrouped(ctx context.Context, j *writeq.Job) ([]store.CallResult, error) {
-	s.queue.Push(j)
-	ended := ctx.Done()
-	for {
-		select {
-		case <-j.Done():
-			return j.Res, j.Err
-		case s.gate <- struct{}{}:
-			s.writeGroup(ctx)
-			s.release()
-		case <-ended:
-			if s.queue.Withdraw(j) {
-				return nil, wrapErr(ctx, "write calls", ctx.Err())
-			}
-			// A group has it and its outcome is on its way, unless the group could not begin
-			// and put it back: keep taking the writer until it is done.
-			ended = nil
-		}
+	if err := s.queue.Await(j, s.gate, func() { s.writeGroup(ctx) }, 0); err != nil {
+		return nil, wrapErr(ctx, "write calls", err)
 	}
+	return j.Res, j.Err
 }
 
 // writeGroup writes the waiting writes in one transaction. The caller holds the gate; ctx is its
 // own request's.
 func (s *Store) writeGroup(ctx context.Context) {
-	var live []*writeq.Job
-	for _, j := range takeGroup(&s.queue) {
-		if err := j.Ctx.Err(); err != nil {
-			j.Finish(nil, wrapErr(j.Ctx, "write calls", err))
-			continue
-		}
-		live = append(live, j)
-	}
+	live := writeq.Live(takeGroup(&s.queue), func(j *writeq.Job, err error) error {
+		return wrapErr(j.Ctx, "write calls", err)
+	})
 	if len(live) == 0 {
 		return
 	}

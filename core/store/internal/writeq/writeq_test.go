@@ -8,6 +8,9 @@ import (
 	"github.com/callwire/callwire/core/store"
 )
 
+// roomy returns bounds no test queue reaches.
+func roomy() Bounds { return Bounds{Writes: 1 << 20, Events: 1 << 20} }
+
 // queue pushes a job per name (its organization) and returns them.
 func queue(t *testing.T, q *Queue, names string) []*Job {
 	var jobs []*Job
@@ -42,7 +45,7 @@ func waiting(q *Queue, jobs []*Job) string {
 // that skipped writes keep their places, and that Stop keeps every later write.
 func TestTake(t *testing.T) {
 	// rule joins writes named "j", skips "s" and stops at "x"; it sees the group so far.
-	rule := func(group []*Job, next *Job) Verdict {
+	rule := func(group []*Job, next *Job, _ bool) Verdict {
 		switch next.Write.OrgID[0] {
 		case 'j':
 			return Join
@@ -59,7 +62,7 @@ func TestTake(t *testing.T) {
 	} {
 		var q Queue
 		jobs := queue(t, &q, tc.queue)
-		if got := names(q.Take(rule)); got != tc.group {
+		if got := names(q.Take(roomy(), rule)); got != tc.group {
 			t.Errorf("%q: group %q, want %q", tc.queue, got, tc.group)
 		}
 		if got := waiting(&q, jobs); got != tc.left || q.Len() != len(strings.Fields(tc.left)) {
@@ -68,14 +71,14 @@ func TestTake(t *testing.T) {
 		// What was left is the next group's, in its order.
 		var rest []*Job
 		for q.Len() > 0 {
-			rest = append(rest, q.Take(func([]*Job, *Job) Verdict { return Stop })...)
+			rest = append(rest, q.Take(roomy(), func([]*Job, *Job, bool) Verdict { return Stop })...)
 		}
 		if got := names(rest); got != tc.left {
 			t.Errorf("%q: left in the order %q, want %q", tc.queue, got, tc.left)
 		}
 	}
 	var q Queue
-	if g := q.Take(rule); g != nil {
+	if g := q.Take(roomy(), rule); g != nil {
 		t.Errorf("an empty queue gave %d writes", len(g))
 	}
 }
@@ -88,7 +91,7 @@ func TestWithdrawAndRequeue(t *testing.T) {
 	if !q.Withdraw(jobs[2]) || q.Withdraw(jobs[2]) {
 		t.Error("withdrawing a waiting write twice: want true, then false")
 	}
-	group := q.Take(func(g []*Job, _ *Job) Verdict {
+	group := q.Take(roomy(), func(g []*Job, _ *Job, _ bool) Verdict {
 		if len(g) < 2 {
 			return Join
 		}
