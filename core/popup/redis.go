@@ -116,21 +116,37 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 		return nil, fmt.Errorf("popup: redis url: %w", err)
 	}
 	o = o.withDefaults()
-	ro.DialTimeout = o.DialTimeout
-	ro.ReadTimeout = o.ReadTimeout
-	ro.WriteTimeout = o.WriteTimeout
-	ro.PoolTimeout = o.ReadTimeout
-	// One retry replaces a pooled connection that died while idle (a Redis restart); more would
-	// only stretch a failure.
-	ro.MaxRetries = 1
-	// The caller's deadline (the publish timeout) bounds every network wait, not only the
-	// client's own timeouts.
-	ro.ContextTimeoutEnabled = true
-	// No extra handshake round trips: less for a hanging server to hold up.
-	ro.DisableIdentity = true
-	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	o.setClient(clientFields{&ro.DialTimeout, &ro.ReadTimeout, &ro.WriteTimeout, &ro.PoolTimeout,
+		&ro.MaxRetries, &ro.ContextTimeoutEnabled, &ro.DisableIdentity, &ro.MaintNotificationsConfig})
 	client := redis.NewClient(ro)
 	return newRedis(ctx, client, keyspace{}, ro.Addr, func(ctx context.Context) error { return client.Ping(ctx).Err() }, o)
+}
+
+// clientFields points at the go-redis client options that setClient sets, in a redis.Options or
+// a redis.ClusterOptions (which name them alike), so that the one-server and the cluster broker
+// set them in one place.
+type clientFields struct {
+	dialTimeout, readTimeout, writeTimeout, poolTimeout *time.Duration
+	maxRetries                                          *int
+	contextTimeoutEnabled, disableIdentity              *bool
+	maintNotifications                                  **maintnotifications.Config
+}
+
+// setClient sets the client options f points at from o, which has its defaults.
+func (o RedisOptions) setClient(f clientFields) {
+	*f.dialTimeout = o.DialTimeout
+	*f.readTimeout = o.ReadTimeout
+	*f.writeTimeout = o.WriteTimeout
+	*f.poolTimeout = o.ReadTimeout
+	// One retry replaces a pooled connection that died while idle (a Redis restart); more would
+	// only stretch a failure.
+	*f.maxRetries = 1
+	// The caller's deadline (the publish timeout) bounds every network wait, not only the
+	// client's own timeouts.
+	*f.contextTimeoutEnabled = true
+	// No extra handshake round trips: less for a hanging server to hold up.
+	*f.disableIdentity = true
+	*f.maintNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // withDefaults returns o with its zero values replaced by the documented defaults.

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // NewRedisCluster makes a broker on the Redis Cluster that the seed nodes at urls belong to
@@ -39,14 +38,8 @@ func NewRedisCluster(ctx context.Context, urls []string, o RedisOptions) (*Redis
 		return nil, err
 	}
 	o = o.withDefaults()
-	co.DialTimeout = o.DialTimeout
-	co.ReadTimeout = o.ReadTimeout
-	co.WriteTimeout = o.WriteTimeout
-	co.PoolTimeout = o.ReadTimeout
-	co.MaxRetries = 1
-	co.ContextTimeoutEnabled = true
-	co.DisableIdentity = true
-	co.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	o.setClient(clientFields{&co.DialTimeout, &co.ReadTimeout, &co.WriteTimeout, &co.PoolTimeout,
+		&co.MaxRetries, &co.ContextTimeoutEnabled, &co.DisableIdentity, &co.MaintNotificationsConfig})
 	client := redis.NewClusterClient(co)
 	ping := func(ctx context.Context) error {
 		// ForEachMaster reads the cluster's slots anew first, so a replica promoted since the
