@@ -682,7 +682,7 @@ func TestCopiesRacingRingOnce(t *testing.T) {
 			}
 			want := map[string]float64{"published": 1, "repeat": copies - 1, "missed": 0}
 			for outcome, n := range want {
-				if got := popupsCounted(t, reg, outcome); got != n {
+				if got := counted(t, reg, "callwire_popups_total", outcome); got != n {
 					t.Errorf("callwire_popups_total{outcome=%q} = %v, want %v", outcome, got, n)
 				}
 			}
@@ -690,15 +690,15 @@ func TestCopiesRacingRingOnce(t *testing.T) {
 	}
 }
 
-// popupsCounted reads callwire_popups_total{outcome} from reg.
-func popupsCounted(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+// counted reads the counter name{outcome} from reg, 0 when it has not counted yet.
+func counted(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "callwire_popups_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

@@ -95,34 +95,12 @@ func TestCallbackNotices(t *testing.T) {
 					t.Errorf("notice had a deadline: %v, want %v", n.deadlines[i], tc.waits)
 				}
 			}
-			if got := noticesCounted(t, reg, "published"); got != tc.wantPublished {
+			if got := counted(t, reg, "callwire_callback_notices_total", "published"); got != tc.wantPublished {
 				t.Errorf("published notices counted %v, want %v", got, tc.wantPublished)
 			}
-			if got := noticesCounted(t, reg, "failed"); got != tc.wantFailed {
+			if got := counted(t, reg, "callwire_callback_notices_total", "failed"); got != tc.wantFailed {
 				t.Errorf("failed notices counted %v, want %v", got, tc.wantFailed)
 			}
 		})
 	}
-}
-
-// noticesCounted reads callwire_callback_notices_total{outcome} from reg.
-func noticesCounted(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "callwire_callback_notices_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" && l.GetValue() == outcome {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
