@@ -19,6 +19,7 @@ import (
 	"github.com/callwire/callwire/core/lookup"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/testclock"
 	"github.com/callwire/callwire/sdk/sdktest"
 )
 
@@ -58,26 +59,6 @@ func (o *orgs) GetOrg(_ context.Context, id string) (store.Org, error) {
 		return store.Org{}, fmt.Errorf("no org %q: %w", id, store.ErrNotFound)
 	}
 	return store.Org{ID: id, Name: id, Lookup: l}, nil
-}
-
-// clock is a settable Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 20, 9, 30, 0, 0, time.UTC)} }
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // adapter is a client system's endpoint whose answer a test can change; it counts and keeps
@@ -161,18 +142,18 @@ func slow(d time.Duration) http.HandlerFunc {
 type fixture struct {
 	l    *lookup.Lookup
 	orgs *orgs
-	clk  *clock
+	clk  *testclock.Clock
 	reg  *prometheus.Registry
 }
 
 func newLookup(t *testing.T, o lookup.Options) fixture {
 	t.Helper()
-	f := fixture{orgs: newOrgs(), clk: newClock(), reg: prometheus.NewRegistry()}
+	f := fixture{orgs: newOrgs(), clk: testclock.New(time.Date(2026, 11, 20, 9, 30, 0, 0, time.UTC)), reg: prometheus.NewRegistry()}
 	if o.Orgs == nil {
 		o.Orgs = f.orgs
 	}
 	if o.Now == nil {
-		o.Now = f.clk.now
+		o.Now = f.clk.Now
 	}
 	o.Registerer = f.reg
 	l, err := lookup.New(o)
@@ -296,7 +277,7 @@ func TestMayWait(t *testing.T) {
 		t.Errorf("settings read %d times, want once per organization", r)
 	}
 	f.orgs.set("org-none", store.Lookup{URL: "https://crm.example/lookup"})
-	f.clk.advance(6 * time.Second)
+	f.clk.Advance(6 * time.Second)
 	if !f.l.MayWait(t.Context(), "org-none") {
 		t.Error("MayWait after the organization set an endpoint = false, want true")
 	}
@@ -548,11 +529,11 @@ func TestAnswerCache(t *testing.T) {
 	ask("org-1", unknown, 2, 0) // miss cached
 	ask("org-2", number, 3, 1)  // per organization
 
-	f.clk.advance(16 * time.Second) // past MissTTL, within CacheTTL
+	f.clk.Advance(16 * time.Second) // past MissTTL, within CacheTTL
 	ask("org-1", number, 3, 1)
 	ask("org-1", unknown, 4, 0)
 
-	f.clk.advance(45 * time.Second) // past CacheTTL of the first match
+	f.clk.Advance(45 * time.Second) // past CacheTTL of the first match
 	ask("org-1", number, 5, 1)
 
 	if got := f.metric(t, "callwire_lookup_results_total", "cached_match"); got != 2 {
@@ -599,13 +580,13 @@ func TestSettingsReadAgainAfterTTL(t *testing.T) {
 	if n := name(); n != "First" {
 		t.Errorf("within SettingsTTL: %s, want First", n)
 	}
-	f.clk.advance(6 * time.Second)
+	f.clk.Advance(6 * time.Second)
 	// The new endpoint is asked; the answer cached from the old one is not used.
 	if n := name(); n != "Second" {
 		t.Errorf("after SettingsTTL: %s, want Second", n)
 	}
 	f.orgs.set("org-1", store.Lookup{})
-	f.clk.advance(6 * time.Second)
+	f.clk.Advance(6 * time.Second)
 	if n := name(); n != "none" {
 		t.Errorf("after removal: %s, want none", n)
 	}
@@ -625,7 +606,7 @@ func TestSettingsUnreadable(t *testing.T) {
 	}
 	// Known settings outlive a store failure.
 	f.orgs.fail(fmt.Errorf("db down: %w", store.ErrUnavailable))
-	f.clk.advance(2 * time.Second)
+	f.clk.Advance(2 * time.Second)
 	if _, err := f.l.Lookup(t.Context(), "org-1", "+15550100"); err != nil {
 		t.Errorf("known settings, store down: %v; want the last known settings used", err)
 	}

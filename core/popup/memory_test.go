@@ -3,7 +3,6 @@ package popup_test
 import (
 	"errors"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
+	"github.com/callwire/callwire/internal/testclock"
 )
 
 func TestMemoryContract(t *testing.T) {
@@ -102,24 +102,6 @@ func counter(t *testing.T, reg *prometheus.Registry, name, outcome string) float
 	return 0
 }
 
-// clock is a test clock moved by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestMemoryClaims(t *testing.T) {
 	// Each step publishes the popup id after moving the clock by wait, and expects it
 	// published (nil) or a repeat.
@@ -160,7 +142,7 @@ func TestMemoryClaims(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := &clock{now: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)}
+			clk := testclock.New(time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC))
 			reg := prometheus.NewRegistry()
 			tt.opts.Registerer = reg
 			m := popup.NewMemoryAt(tt.opts, clk.Now)
@@ -173,7 +155,7 @@ func TestMemoryClaims(t *testing.T) {
 			defer s.Close()
 			published, repeats := 0, 0
 			for i, st := range tt.steps {
-				clk.add(st.wait)
+				clk.Advance(st.wait)
 				err := m.Publish(t.Context(), popuptest.Sample(org, st.id, "main"))
 				if !errors.Is(err, st.want) || (st.want == nil && err != nil) {
 					t.Fatalf("step %d: publish %s: %v, want %v", i, st.id, err, st.want)
@@ -199,12 +181,12 @@ func TestMemoryClaims(t *testing.T) {
 // TestMemoryClaimsStayBounded publishes many more ringings than the claim set holds, across
 // the claim TTL, and checks that the broker still answers repeats of the newest.
 func TestMemoryClaimsStayBounded(t *testing.T) {
-	clk := &clock{now: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC))
 	m := popup.NewMemoryAt(popup.MemoryOptions{MaxClaims: 100, ClaimTTL: time.Minute}, clk.Now)
 	defer m.Close()
 	org := popuptest.OrgID(t)
 	for i := range 10_000 {
-		clk.add(time.Second)
+		clk.Advance(time.Second)
 		if err := m.Publish(t.Context(), popuptest.Sample(org, strconv.Itoa(i), "main")); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}

@@ -1,39 +1,21 @@
 package server_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/callwire/callwire/core/config"
 	"github.com/callwire/callwire/core/server"
+	"github.com/callwire/callwire/internal/testclock"
 	"github.com/callwire/callwire/internal/testwait"
 )
-
-// clock is a server clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // TestRetentionSweepsAsTheServerRuns: a running server removes an organization's calls once its
 // retention has passed on the server's clock, with their events, and leaves the calls of an
 // organization that keeps them forever; the metrics say so.
 func TestRetentionSweepsAsTheServerRuns(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		clk := &clock{now: time.Now()}
+		clk := testclock.New(time.Now())
 		e := start(t, b.db(t), func(c *config.Config, o *server.Options) {
 			o.Now = clk.Now
 			c.Retention.Interval = 10 * time.Millisecond
@@ -59,7 +41,7 @@ func TestRetentionSweepsAsTheServerRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Not due yet: a day has not passed.
-		clk.advance(23 * time.Hour)
+		clk.Advance(23 * time.Hour)
 		// Two batches start after the clock moved: the second ran wholly on it.
 		batches := e.metric("callwire_retention_batch_seconds_count")
 		testwait.Until(t, 10*time.Second, "two more batches", func() bool { return e.metric("callwire_retention_batch_seconds_count") >= batches+2 })
@@ -67,7 +49,7 @@ func TestRetentionSweepsAsTheServerRuns(t *testing.T) {
 			t.Errorf("callwire_retention_last_sweep_timestamp_seconds = %v, want the clock's %v", ts, clk.Now())
 		}
 		e.call(e.org, "sip", "r1")
-		clk.advance(2 * time.Hour)
+		clk.Advance(2 * time.Hour)
 		testwait.Until(t, 10*time.Second, "both calls removed", func() bool { return e.metric("callwire_retention_calls_removed_total") == 2 })
 		e.absent(e.org, "sip", "r1")
 		e.absent(e.org, "sip", "r2")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testclock"
 	"github.com/callwire/callwire/internal/testwait"
 )
 
@@ -24,18 +25,18 @@ const holdCall = "s-a0d7e4d8b7a7fz1885c9bd8e8ez0004"
 func TestLiveTokenExpiry(t *testing.T) {
 	tests := []struct {
 		name   string
-		expire func(*fakeRC, *testClock)
+		expire func(*fakeRC, *testclock.Clock)
 		grants []string // the OAuth grants, in order
 	}{
-		{"the access token's lifetime passes", func(f *fakeRC, c *testClock) {
-			c.advance(time.Hour)
+		{"the access token's lifetime passes", func(f *fakeRC, c *testclock.Clock) {
+			c.Advance(time.Hour)
 			f.revokeTokens()
 		}, []string{jwtGrant, "refresh_token"}},
-		{"RingCentral refuses the access token before its time", func(f *fakeRC, _ *testClock) {
+		{"RingCentral refuses the access token before its time", func(f *fakeRC, _ *testclock.Clock) {
 			f.revokeTokens()
 		}, []string{jwtGrant, "refresh_token"}},
-		{"the refresh token's lifetime has passed too", func(f *fakeRC, c *testClock) {
-			c.advance(8 * 24 * time.Hour)
+		{"the refresh token's lifetime has passed too", func(f *fakeRC, c *testclock.Clock) {
+			c.Advance(8 * 24 * time.Hour)
 			f.revokeTokens()
 			f.revokeRefreshTokens()
 		}, []string{jwtGrant, jwtGrant}},
@@ -44,8 +45,8 @@ func TestLiveTokenExpiry(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeRC(t)
 			// One run's live path and poll, sharing one sign-in whose clock the test moves.
-			clock := &testClock{t: time.Now()}
-			a := &auth{server: f.srv.URL, clientID: "client-id", secrets: Secrets{ClientSecret: "client-secret", JWT: "the-jwt"}, hc: f.srv.Client(), now: clock.now}
+			clock := testclock.New(time.Now())
+			a := &auth{server: f.srv.URL, clientID: "client-id", secrets: Secrets{ClientSecret: "client-secret", JWT: "the-jwt"}, hc: f.srv.Client(), now: clock.Now}
 			rec := &recorder{}
 			em := &emitter{out: rec, log: quiet()}
 			cs := newCalls(testPlan(t), DefaultProvider, time.Hour)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callwire/callwire/internal/testclock"
 	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 )
@@ -50,21 +51,21 @@ func (l *logBuffer) String() string {
 type liveRun struct {
 	rec   *recorder
 	log   *logBuffer
-	clock *testClock
+	clock *testclock.Clock
 	poll  *poller
 }
 
 // startLive starts the live path of a run against f; it stops when the test ends.
 func startLive(t *testing.T, f *fakeRC) *liveRun {
 	t.Helper()
-	lr := &liveRun{rec: &recorder{}, log: &logBuffer{}, clock: &testClock{t: time.Now()}}
+	lr := &liveRun{rec: &recorder{}, log: &logBuffer{}, clock: testclock.New(time.Now())}
 	logger := slog.New(slog.NewTextHandler(lr.log, nil))
 	a := &auth{server: f.srv.URL, clientID: "client-id", secrets: Secrets{ClientSecret: "client-secret", JWT: "the-jwt"}, hc: f.srv.Client(), now: time.Now}
 	em := &emitter{out: lr.rec, log: logger}
 	cs := newCalls(testPlan(t), DefaultProvider, time.Hour)
 	ended := &endedSet{m: map[string]time.Time{}, keep: time.Hour}
 	l := &live{api: &client{server: f.srv.URL, auth: a, hc: f.srv.Client()}, calls: cs, ended: ended, emit: em.emit, log: logger,
-		now: lr.clock.now, health: func(error) {}}
+		now: lr.clock.Now, health: func(error) {}}
 	lr.poll = &poller{api: &client{server: f.srv.URL, auth: a, hc: f.srv.Client()}, calls: cs, ended: ended, emit: em.emit, log: logger,
 		path: filepath.Join(t.TempDir(), "cursor.json"), overlap: 10 * time.Minute, lookback: time.Hour, now: time.Now, sleep: noSleep}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -103,7 +104,7 @@ func TestLiveRecovery(t *testing.T) {
 	lr.rec.waitFor(t, 3, 10*time.Second)
 
 	dropInGap(t, f)
-	lr.clock.advance(time.Minute) // within the window of 180 s the gateway gave
+	lr.clock.Advance(time.Minute) // within the window of 180 s the gateway gave
 	pushAll(f, notes[3:])         // the rest of the call, the end included, during the gap
 	f.releaseSockets()
 	waitForEnd(t, lr.rec, holdCall)
@@ -144,16 +145,16 @@ func TestLiveRecoveryFails(t *testing.T) {
 			f.mu.Lock()
 			f.refuseRecovery = "WSG-1003"
 			f.mu.Unlock()
-			lr.clock.advance(time.Minute)
+			lr.clock.Advance(time.Minute)
 		}, []string{"", "wsc-1"}, "WebSocket session not recovered; subscribing anew (the call-log poll covers what was sent while the socket was down)\" recovery_state=Failed recovery_error=WSG-1003"},
 		{"the gateway cannot read the context token (WSG-400)", func(f *fakeRC, lr *liveRun) {
 			f.mu.Lock()
 			clear(f.gwSessions)
 			f.mu.Unlock()
-			lr.clock.advance(time.Minute)
+			lr.clock.Advance(time.Minute)
 		}, []string{"", "wsc-1", ""}, "the gateway refused the WebSocket session's context token; the next connection subscribes anew (the call-log poll covers what was sent while the socket was down)\" error=\"ringcentral: WebSocket gateway: HTTP 500 WSG-400"},
 		{"the recovery window has passed", func(f *fakeRC, lr *liveRun) {
-			lr.clock.advance(181 * time.Second)
+			lr.clock.Advance(181 * time.Second)
 		}, []string{"", ""}, "the WebSocket session's recovery window has passed; subscribing anew (the call-log poll covers what was sent while the socket was down)"},
 	}
 	for _, tt := range tests {

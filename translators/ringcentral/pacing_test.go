@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/callwire/callwire/internal/testclock"
 )
 
 // TestCallLogPacing checks how call-log requests are spaced. With X-Rate-Limit-* headers the
@@ -50,25 +52,25 @@ func TestCallLogPacing(t *testing.T) {
 				pages = append(pages, []callLogRecord{logRecord(fmt.Sprintf("s-page-%02d", i), "Inbound", "Accepted", t0, 20, t0.Add(time.Minute))})
 			}
 			f.setPages(pages...)
-			clock := &testClock{t: t0.Add(5 * time.Minute)}
+			clock := testclock.New(t0.Add(5 * time.Minute))
 			var mu sync.Mutex
 			var asked []time.Time // the clock at each call-log request, as the fake sees it
 			f.mu.Lock()
 			f.noRateHeaders, f.rateRemaining, f.fail429 = tt.noHeaders, tt.remaining, tt.fail429
 			f.onCallLog = func(*http.Request) {
 				mu.Lock()
-				asked = append(asked, clock.now())
+				asked = append(asked, clock.Now())
 				mu.Unlock()
 			}
 			f.mu.Unlock()
 			var waits []time.Duration
 			sleep := func(_ context.Context, d time.Duration) error {
 				waits = append(waits, d)
-				clock.advance(d)
+				clock.Advance(d)
 				return nil
 			}
 			var logged bytes.Buffer
-			p := newTestPoller(t, f, t.TempDir(), (&recorder{}).Emit, clock.now, sleep)
+			p := newTestPoller(t, f, t.TempDir(), (&recorder{}).Emit, clock.Now, sleep)
 			p.log = slog.New(slog.NewTextHandler(&logged, nil))
 			for range tt.polls {
 				if _, err := p.pollOnce(t.Context()); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/callwire/callwire/internal/testclock"
 	"github.com/callwire/callwire/internal/testwait"
 )
 
@@ -69,7 +70,7 @@ func (c *clockConn) Write(b []byte) (int, error) {
 }
 
 // tcpPair is a connected loopback TCP pair: the client end (on clock's time) and the server end.
-func tcpPair(t *testing.T, clock *testClock) (*clockConn, net.Conn) {
+func tcpPair(t *testing.T, clock *testclock.Clock) (*clockConn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -90,7 +91,7 @@ func tcpPair(t *testing.T, clock *testClock) (*clockConn, net.Conn) {
 		t.Fatal("accept failed")
 	}
 	t.Cleanup(func() { cc.Close(); sc.Close() })
-	return &clockConn{Conn: cc, now: clock.now}, sc
+	return &clockConn{Conn: cc, now: clock.Now}, sc
 }
 
 // readClientFrame reads one frame the client sent, unmasked; it fails the test if the frame was
@@ -119,9 +120,9 @@ func TestPongAfterIdle(t *testing.T) {
 				name += ", between fragments"
 			}
 			t.Run(name, func(t *testing.T) {
-				clock := &testClock{t: time.Now()}
+				clock := testclock.New(time.Now())
 				cc, sc := tcpPair(t, clock)
-				c := newConn(cc, cc, clock.now)
+				c := newConn(cc, cc, clock.Now)
 
 				// The client's last write: the subscription.
 				if err := c.send(wsMeta{Type: msgClientRequest, MessageID: "1", Method: "POST", Path: "/restapi/v1.0/subscription/"}, nil); err != nil {
@@ -130,7 +131,7 @@ func TestPongAfterIdle(t *testing.T) {
 				if f := readClientFrame(t, sc); f.Header.OpCode != ws.OpText {
 					t.Fatalf("the subscription came as %v", f.Header.OpCode)
 				}
-				clock.advance(30 * time.Second)
+				clock.Advance(30 * time.Second)
 
 				msg := `[{"type":"Heartbeat","messageId":"2","status":200}]`
 				var frames bytes.Buffer
@@ -170,9 +171,9 @@ func TestPongAfterIdle(t *testing.T) {
 // pings, as the heartbeat sender and the reader do: every frame the server reads is whole (a
 // text message or a Pong with its ping's payload), in the order each writer wrote its own.
 func TestWritesDoNotInterleave(t *testing.T) {
-	clock := &testClock{t: time.Now()}
+	clock := testclock.New(time.Now())
 	cc, sc := tcpPair(t, clock)
-	c := newConn(cc, cc, clock.now)
+	c := newConn(cc, cc, clock.Now)
 	const n = 200
 	// The server pings n times, then sends one message the reader stops at.
 	go func() {

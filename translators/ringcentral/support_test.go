@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +20,6 @@ func contractOrder(a, b event.Event) int {
 		return c
 	}
 	return a.OccurredAt.Compare(b.OccurredAt)
-}
-
-// testClock is a clock the test moves by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // normalCall is the telephony session of the normal_call scenario, which tests push last: its
