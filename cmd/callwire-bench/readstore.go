@@ -15,6 +15,7 @@ import (
 
 	"github.com/callwire/callwire/core/store/postgres"
 	"github.com/callwire/callwire/core/store/sqlite"
+	"github.com/callwire/callwire/internal/pgurl"
 )
 
 // A read bench's store is filled once and kept: a PostgreSQL schema events_<N> in a database of
@@ -190,7 +191,7 @@ func openReadPostgres(ctx context.Context, o options, events int64, logf func(st
 		return nil, err
 	}
 	schema := "events_" + strconv.FormatInt(events, 10)
-	schemaURL, err := withSearchPath(dbURL, schema)
+	schemaURL, err := pgurl.WithSearchPath(dbURL, schema)
 	if err != nil {
 		return nil, err
 	}

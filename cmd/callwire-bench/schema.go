@@ -5,11 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/callwire/callwire/internal/pgurl"
 )
 
 // createSchema makes a schema with a fresh random name in the database at base and returns its
@@ -18,7 +19,7 @@ func createSchema(ctx context.Context, base string) (schema, schemaURL, version 
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	schema = "callwire_bench_" + hex.EncodeToString(b[:])
-	schemaURL, err = withSearchPath(base, schema)
+	schemaURL, err = pgurl.WithSearchPath(base, schema)
 	if err != nil {
 		return "", "", "", fmt.Errorf("database url: %w", err)
 	}
@@ -97,21 +98,4 @@ func countEvents(ctx context.Context, schemaURL string) (calls, events int64, er
 		return 0, 0, fmt.Errorf("count: %w", err)
 	}
 	return calls, events, nil
-}
-
-// withSearchPath returns base with its search_path runtime parameter set to schema. Both forms
-// pgx accepts work: postgres:// URLs and key=value connection strings.
-func withSearchPath(base, schema string) (string, error) {
-	if !strings.HasPrefix(base, "postgres://") && !strings.HasPrefix(base, "postgresql://") {
-		// A key=value connection string: a later setting overrides an earlier one.
-		return base + " search_path=" + schema, nil
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", err
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
 }

@@ -18,13 +18,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/callwire/callwire/internal/pgurl"
 )
 
 // EnvURL is the environment variable naming the PostgreSQL database tests may create schemas in.
@@ -69,7 +69,7 @@ func URL(t testing.TB) string {
 	}
 	t.Cleanup(func() { dropSchema(t, base, schema) })
 
-	u, err := withSearchPath(base, schema)
+	u, err := pgurl.WithSearchPath(base, schema)
 	if err != nil {
 		t.Fatalf("pgtest: %s: %v", EnvURL, err)
 	}
@@ -96,20 +96,4 @@ func dropSchema(t testing.TB, base, schema string) {
 	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
 		t.Errorf("pgtest: drop schema %s: %v", schema, err)
 	}
-}
-
-// withSearchPath returns base with its search_path runtime parameter set to schema.
-func withSearchPath(base, schema string) (string, error) {
-	if !strings.HasPrefix(base, "postgres://") && !strings.HasPrefix(base, "postgresql://") {
-		// A key=value connection string: a later setting overrides an earlier one.
-		return base + " search_path=" + schema, nil
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", err
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
 }
