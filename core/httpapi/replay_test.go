@@ -9,6 +9,7 @@ import (
 
 	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/popup"
+	"github.com/callwire/callwire/internal/ssetest"
 )
 
 // ringingFunc is an httpapi.RingingPopups.
@@ -75,7 +76,7 @@ func TestStreamReplaysRingingCalls(t *testing.T) {
 }
 
 // popupOf returns ev's popup, failing unless ev is a popup whose id line is its id.
-func popupOf(t *testing.T, ev sse) popup.Popup {
+func popupOf(t *testing.T, ev ssetest.Event) popup.Popup {
 	t.Helper()
 	var p popup.Popup
 	if ev.Event != "popup" || json.Unmarshal([]byte(ev.Data), &p) != nil || ev.ID != p.ID {

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/ssetest"
 	"github.com/callwire/callwire/internal/testwait"
 )
 
@@ -159,15 +159,10 @@ func newStreamEnv(t *testing.T, tweak func(*httpapi.Options)) *streamEnv {
 	return &streamEnv{t: t, base: "http://" + ln.Addr().String(), keys: keys, broker: broker, reg: reg, stop: stop, options: o}
 }
 
-// sse is one server-sent event, or a comment when Comment is set.
-type sse struct {
-	ID, Event, Data, Comment string
-}
-
 // streamClient is an open stream and the events read from it.
 type streamClient struct {
 	resp   *http.Response
-	events chan sse
+	events chan ssetest.Event
 	cancel context.CancelFunc
 }
 
@@ -188,48 +183,16 @@ func (e *streamEnv) open(secret, query string) *streamClient {
 		cancel()
 		e.t.Fatalf("GET stream: %v", err)
 	}
-	c := &streamClient{resp: resp, events: make(chan sse, 64), cancel: cancel}
+	c := &streamClient{resp: resp, events: make(chan ssetest.Event, 64), cancel: cancel}
 	e.t.Cleanup(func() { cancel(); resp.Body.Close() })
 	if resp.StatusCode == http.StatusOK {
-		go readSSE(resp.Body, c.events)
+		go ssetest.Read(resp.Body, c.events)
 	}
 	return c
 }
 
-// readSSE parses the stream into events until it ends, then closes out.
-func readSSE(r io.Reader, out chan<- sse) {
-	defer close(out)
-	sc := bufio.NewScanner(r)
-	var ev sse
-	var data []string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if ev.Event != "" || len(data) > 0 {
-				ev.Data = strings.Join(data, "\n")
-				out <- ev
-			}
-			ev, data = sse{}, nil
-		case strings.HasPrefix(line, ":"):
-			out <- sse{Comment: strings.TrimSpace(line[1:])}
-		default:
-			field, val, _ := strings.Cut(line, ":")
-			val = strings.TrimPrefix(val, " ")
-			switch field {
-			case "id":
-				ev.ID = val
-			case "event":
-				ev.Event = val
-			case "data":
-				data = append(data, val)
-			}
-		}
-	}
-}
-
 // next returns the next event (comments skipped unless wantComment), failing after d.
-func (c *streamClient) next(t *testing.T, d time.Duration, wantComment bool) sse {
+func (c *streamClient) next(t *testing.T, d time.Duration, wantComment bool) ssetest.Event {
 	t.Helper()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -250,9 +213,9 @@ func (c *streamClient) next(t *testing.T, d time.Duration, wantComment bool) sse
 }
 
 // ended waits for the stream to end, failing after d; it returns the events read meanwhile.
-func (c *streamClient) ended(t *testing.T, d time.Duration) []sse {
+func (c *streamClient) ended(t *testing.T, d time.Duration) []ssetest.Event {
 	t.Helper()
-	var seen []sse
+	var seen []ssetest.Event
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -443,7 +406,7 @@ func TestStreamEndsWhenKeyRevoked(t *testing.T) {
 	if took := time.Since(revoked); took > 3*e.options.Heartbeat+time.Second {
 		t.Errorf("stream ended %v after revocation; the bound is one heartbeat (%v)", took, e.options.Heartbeat)
 	}
-	var last sse
+	var last ssetest.Event
 	for _, ev := range seen {
 		if ev.Comment == "" {
 			last = ev

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/server"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/ssetest"
 )
 
 // streamHeartbeat is the heartbeat of the servers these tests start: short, so that a revoked
@@ -29,18 +29,13 @@ func withBroker(c *config.Config, o *server.Options) {
 	c.Popups.Heartbeat = streamHeartbeat
 }
 
-// sseEvent is one server-sent event; Comment is set for a comment line instead.
-type sseEvent struct {
-	ID, Event, Data, Comment string
-}
-
 // popupStream is an open GET /api/v1/popups/stream.
 type popupStream struct {
 	t      *testing.T
 	status int
 	header http.Header
 	body   []byte // the failure body, when status is not 200
-	events chan sseEvent
+	events chan ssetest.Event
 	close  func()
 }
 
@@ -68,7 +63,7 @@ func (e *env) streamWith(clientID, secret, query, lastEventID string) *popupStre
 		cancel()
 		e.t.Fatalf("open stream: %v", err)
 	}
-	s := &popupStream{t: e.t, status: resp.StatusCode, header: resp.Header, events: make(chan sseEvent, 64),
+	s := &popupStream{t: e.t, status: resp.StatusCode, header: resp.Header, events: make(chan ssetest.Event, 64),
 		close: func() { cancel(); resp.Body.Close() }}
 	e.t.Cleanup(s.close)
 	if resp.Header.Get("X-Trace-ID") == "" {
@@ -82,41 +77,12 @@ func (e *env) streamWith(clientID, secret, query, lastEventID string) *popupStre
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		e.t.Errorf("Content-Type %q", ct)
 	}
-	go func() {
-		defer close(s.events)
-		sc := bufio.NewScanner(resp.Body)
-		var ev sseEvent
-		var data []string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.Event != "" || len(data) > 0 {
-					ev.Data = strings.Join(data, "\n")
-					s.events <- ev
-				}
-				ev, data = sseEvent{}, nil
-			case strings.HasPrefix(line, ":"):
-				s.events <- sseEvent{Comment: strings.TrimSpace(line[1:])}
-			default:
-				field, val, _ := strings.Cut(line, ":")
-				val = strings.TrimPrefix(val, " ")
-				switch field {
-				case "id":
-					ev.ID = val
-				case "event":
-					ev.Event = val
-				case "data":
-					data = append(data, val)
-				}
-			}
-		}
-	}()
+	go ssetest.Read(resp.Body, s.events)
 	return s
 }
 
 // next returns the next event that is not a comment, failing after 10 seconds.
-func (s *popupStream) next() sseEvent {
+func (s *popupStream) next() ssetest.Event {
 	s.t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
@@ -271,7 +237,7 @@ func TestPopupStreamEndsWhenKeyRevoked(t *testing.T) {
 			t.Fatal(err)
 		}
 		revoked := time.Now()
-		var last sseEvent
+		var last ssetest.Event
 		for ev := range s.events {
 			if ev.Comment == "" {
 				last = ev
