@@ -19,6 +19,7 @@ import (
 	"github.com/callwire/callwire/core/httpapi"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/metrictest"
 	"github.com/callwire/callwire/internal/ssetest"
 	"github.com/callwire/callwire/internal/testwait"
 )
@@ -301,25 +302,9 @@ func TestStreamDeliversOwnPopupsOnly(t *testing.T) {
 			done = true
 		}
 	}
-	if got := gaugeValue(t, e.reg, "callwire_popup_streams_open"); got != 2 {
+	if got := metrictest.Sum(t, e.reg, "callwire_popup_streams_open"); got != 2 {
 		t.Errorf("open streams gauge %v, want 2", got)
 	}
-}
-
-// gaugeValue reads a registered gauge without labels.
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("metric %s not registered", name)
-	return 0
 }
 
 func TestStreamRefusals(t *testing.T) {
@@ -442,7 +427,7 @@ func TestStreamClientGoneClosesSubscription(t *testing.T) {
 	// A write fails within a heartbeat or two of the client leaving.
 	waitClosed(t, e.broker.all()[0])
 	testwait.Until(t, 5*time.Second, "the open streams gauge to return to 0", func() bool {
-		return gaugeValue(t, e.reg, "callwire_popup_streams_open") == 0
+		return metrictest.Sum(t, e.reg, "callwire_popup_streams_open") == 0
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/callwire/callwire/core/httpapi"
+	"github.com/callwire/callwire/internal/metrictest"
 )
 
 // logBuffer collects a logger's JSON lines; safe for concurrent use.
@@ -56,30 +57,6 @@ func (b *logBuffer) requestLines(t *testing.T, trace string) []map[string]any {
 		}
 	}
 	return out
-}
-
-// requestCount reads callwire_http_requests_total for the route and status.
-func requestCount(t *testing.T, reg *prometheus.Registry, route, status string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "callwire_http_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["route"] == route && labels["status"] == status {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }
 
 type rawServer struct {
@@ -200,7 +177,7 @@ func TestUnreadRequestsAnsweredLoggedCounted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code := strconv.Itoa(tt.status)
-			before := requestCount(t, tt.srv.reg, tt.route, code)
+			before := metrictest.Sum(t, tt.srv.reg, "callwire_http_requests_total", "route", tt.route, "status", code)
 			resp, body := exchange(t, tt.srv.addr, tt.raw)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d; body %s", resp.StatusCode, tt.status, body)
@@ -233,7 +210,7 @@ func TestUnreadRequestsAnsweredLoggedCounted(t *testing.T) {
 			if l := lines[0]; l["status"] != float64(tt.status) || (tt.method != "" && (l["method"] != tt.method || l["path"] != tt.path)) {
 				t.Errorf("log line %v, want status %d, method %q, path %q", l, tt.status, tt.method, tt.path)
 			}
-			if got := requestCount(t, tt.srv.reg, tt.route, code) - before; got != 1 {
+			if got := metrictest.Sum(t, tt.srv.reg, "callwire_http_requests_total", "route", tt.route, "status", code) - before; got != 1 {
 				t.Errorf("callwire_http_requests_total{route=%q,status=%q} rose by %v, want 1", tt.route, code, got)
 			}
 			if strings.Contains(tt.srv.logs.String(), "cwsk_leak") || strings.Contains(string(body), "cwsk_leak") {

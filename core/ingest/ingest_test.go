@@ -21,6 +21,7 @@ import (
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/metrictest"
 	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/event"
 )
@@ -682,34 +683,12 @@ func TestCopiesRacingRingOnce(t *testing.T) {
 			}
 			want := map[string]float64{"published": 1, "repeat": copies - 1, "missed": 0}
 			for outcome, n := range want {
-				if got := counted(t, reg, "callwire_popups_total", outcome); got != n {
+				if got := metrictest.Sum(t, reg, "callwire_popups_total", "outcome", outcome); got != n {
 					t.Errorf("callwire_popups_total{outcome=%q} = %v, want %v", outcome, got, n)
 				}
 			}
 		})
 	}
-}
-
-// counted reads the counter name{outcome} from reg, 0 when it has not counted yet.
-func counted(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" && l.GetValue() == outcome {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // eachBenchRequest runs once, as a sub-benchmark of b for each request the benchmarks use: a

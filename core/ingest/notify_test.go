@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/metrictest"
 )
 
 // callbackWriter is a recorder whose writes say the to-call-back list changed through every
@@ -95,10 +96,10 @@ func TestCallbackNotices(t *testing.T) {
 					t.Errorf("notice had a deadline: %v, want %v", n.deadlines[i], tc.waits)
 				}
 			}
-			if got := counted(t, reg, "callwire_callback_notices_total", "published"); got != tc.wantPublished {
+			if got := metrictest.Sum(t, reg, "callwire_callback_notices_total", "outcome", "published"); got != tc.wantPublished {
 				t.Errorf("published notices counted %v, want %v", got, tc.wantPublished)
 			}
-			if got := counted(t, reg, "callwire_callback_notices_total", "failed"); got != tc.wantFailed {
+			if got := metrictest.Sum(t, reg, "callwire_callback_notices_total", "outcome", "failed"); got != tc.wantFailed {
 				t.Errorf("failed notices counted %v, want %v", got, tc.wantFailed)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 	"github.com/callwire/callwire/core/lookup"
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/metrictest"
 	"github.com/callwire/callwire/internal/testclock"
 	"github.com/callwire/callwire/sdk/sdktest"
 )
@@ -164,34 +165,6 @@ func newLookup(t *testing.T, o lookup.Options) fixture {
 	return f
 }
 
-// metric returns the value of a counter (or a histogram's count) with the given label value
-// ("" for none).
-func (f fixture) metric(t *testing.T, name, label string) float64 {
-	t.Helper()
-	mfs, err := f.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label != "" && (len(m.GetLabel()) == 0 || m.GetLabel()[0].GetValue() != label) {
-				continue
-			}
-			if m.GetCounter() != nil {
-				sum += m.GetCounter().GetValue()
-			}
-			if m.GetHistogram() != nil {
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
-}
-
 func TestAnswers(t *testing.T) {
 	a := newAdapter(t, byNumber(map[string]string{
 		"+442071234567": `{"externalId":"p-1","name":"Ada Lovelace"}`,
@@ -234,10 +207,10 @@ func TestAnswers(t *testing.T) {
 			t.Errorf("Accept = %q", got)
 		}
 	}
-	if got := f.metric(t, "callwire_lookup_results_total", "matched"); got != 2 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_results_total", "result", "matched"); got != 2 {
 		t.Errorf("matched = %v, want 2", got)
 	}
-	if got := f.metric(t, "callwire_lookup_request_seconds", ""); got != 3 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_request_seconds"); got != 3 {
 		t.Errorf("request latency samples = %v, want 3", got)
 	}
 
@@ -366,7 +339,7 @@ func testSlowAdapterBoundedByTimeout(t *testing.T) {
 			t.Errorf("%s: Lookup took %v, want %v", tc.org, took, tc.timeout)
 		}
 	}
-	if got := f.metric(t, "callwire_lookup_results_total", "timeout"); got != 2 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_results_total", "result", "timeout"); got != 2 {
 		t.Errorf("timeout results = %v, want 2", got)
 	}
 }
@@ -433,10 +406,10 @@ func testBreaker(t *testing.T) {
 	if n := a.hits.Load(); n != failures {
 		t.Errorf("adapter asked %d times, want %d: an open breaker does not ask", n, failures)
 	}
-	if got := f.metric(t, "callwire_lookup_breaker_transitions_total", "open"); got != 1 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_breaker_transitions_total", "to", "open"); got != 1 {
 		t.Errorf("transitions to open = %v, want 1", got)
 	}
-	if got := f.metric(t, "callwire_lookup_results_total", "breaker_open"); got != 20 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_results_total", "result", "breaker_open"); got != 20 {
 		t.Errorf("breaker_open results = %v, want 20", got)
 	}
 
@@ -467,10 +440,10 @@ func testBreaker(t *testing.T) {
 	if _, err := f.l.Lookup(t.Context(), "down", "+15550100"); err != nil {
 		t.Fatalf("closed breaker: %v", err)
 	}
-	if got := f.metric(t, "callwire_lookup_breaker_transitions_total", "closed"); got != 1 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_breaker_transitions_total", "to", "closed"); got != 1 {
 		t.Errorf("transitions to closed = %v, want 1", got)
 	}
-	if got := f.metric(t, "callwire_lookup_breaker_transitions_total", "half_open"); got != 2 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_breaker_transitions_total", "to", "half_open"); got != 2 {
 		t.Errorf("transitions to half_open = %v, want 2", got)
 	}
 }
@@ -502,7 +475,7 @@ func testBreakerCountsTimeoutsNotCallerCancellation(t *testing.T) {
 	if _, err := f.l.Lookup(t.Context(), "org-2", number); !errors.Is(err, lookup.ErrBreakerOpen) {
 		t.Errorf("after 2 timeouts: %v, want ErrBreakerOpen", err)
 	}
-	if got := f.metric(t, "callwire_lookup_breaker_transitions_total", "open"); got != 1 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_breaker_transitions_total", "to", "open"); got != 1 {
 		t.Errorf("transitions to open = %v, want 1 (org-2 only)", got)
 	}
 }
@@ -536,10 +509,10 @@ func TestAnswerCache(t *testing.T) {
 	f.clk.Advance(45 * time.Second) // past CacheTTL of the first match
 	ask("org-1", number, 5, 1)
 
-	if got := f.metric(t, "callwire_lookup_results_total", "cached_match"); got != 2 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_results_total", "result", "cached_match"); got != 2 {
 		t.Errorf("cached_match = %v, want 2", got)
 	}
-	if got := f.metric(t, "callwire_lookup_results_total", "cached_no_match"); got != 1 {
+	if got := metrictest.Sum(t, f.reg, "callwire_lookup_results_total", "result", "cached_no_match"); got != 1 {
 		t.Errorf("cached_no_match = %v, want 1", got)
 	}
 

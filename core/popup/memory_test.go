@@ -10,6 +10,7 @@ import (
 
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
+	"github.com/callwire/callwire/internal/metrictest"
 	"github.com/callwire/callwire/internal/testclock"
 )
 
@@ -43,11 +44,11 @@ func TestMemoryDropsForASlowSubscriberAndCounts(t *testing.T) {
 	}
 	want := map[string]float64{"published": 5, "delivered": 2, "dropped": 3, "failed": 0}
 	for outcome, n := range want {
-		if got := counter(t, reg, "callwire_broker_popups_total", outcome); got != n {
+		if got := metrictest.Sum(t, reg, "callwire_broker_popups_total", "outcome", outcome); got != n {
 			t.Errorf("%s = %v, want %v", outcome, got, n)
 		}
 	}
-	if got := counter(t, reg, "callwire_broker_subscriptions", ""); got != 1 {
+	if got := metrictest.Sum(t, reg, "callwire_broker_subscriptions"); got != 1 {
 		t.Errorf("subscriptions = %v, want 1", got)
 	}
 }
@@ -70,36 +71,6 @@ func TestMemoryPublishedPopupIsACopy(t *testing.T) {
 	if got.Locations[0] != "main" || got.From.Number != "+442071234567" || got.Clients[0].Name != "Ada Lovelace" {
 		t.Errorf("the publisher's later changes reached the subscriber: %+v", got)
 	}
-}
-
-// counter reads the metric name (with outcome label value, if any) from reg.
-func counter(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := outcome == ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" && l.GetValue() == outcome {
-					match = true
-				}
-			}
-			if !match {
-				continue
-			}
-			if m.Counter != nil {
-				return m.Counter.GetValue()
-			}
-			return m.Gauge.GetValue()
-		}
-	}
-	return 0
 }
 
 func TestMemoryClaims(t *testing.T) {
@@ -170,7 +141,7 @@ func TestMemoryClaims(t *testing.T) {
 				}
 			}
 			for outcome, n := range map[string]int{"published": published, "repeat": repeats, "failed": 0} {
-				if got := counter(t, reg, "callwire_broker_popups_total", outcome); got != float64(n) {
+				if got := metrictest.Sum(t, reg, "callwire_broker_popups_total", "outcome", outcome); got != float64(n) {
 					t.Errorf("%s = %v, want %d", outcome, got, n)
 				}
 			}

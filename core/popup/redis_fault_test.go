@@ -16,6 +16,7 @@ import (
 
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
+	"github.com/callwire/callwire/internal/metrictest"
 	"github.com/callwire/callwire/internal/testwait"
 	"github.com/callwire/callwire/sdk/sdktest"
 )
@@ -80,7 +81,7 @@ func TestRedisStopped(t *testing.T) {
 	if sub.Err() == nil {
 		t.Error("a subscription whose connection was lost ended with a nil Err")
 	}
-	if got := counter(t, reg, "callwire_broker_popups_total", "failed"); got != 3 {
+	if got := metrictest.Sum(t, reg, "callwire_broker_popups_total", "outcome", "failed"); got != 3 {
 		t.Errorf("failed = %v, want 3", got)
 	}
 	if _, err := r.Subscribe(t.Context(), org, []string{"main"}); err == nil {
@@ -205,7 +206,7 @@ func TestRedisDownAtStart(t *testing.T) {
 	if r.Up() {
 		t.Fatal("broker up with nothing listening")
 	}
-	if got := counter(t, reg, "callwire_broker_up", ""); got != 0 {
+	if got := metrictest.Sum(t, reg, "callwire_broker_up"); got != 0 {
 		t.Errorf("callwire_broker_up = %v while down, want 0", got)
 	}
 	org := popuptest.OrgID(t)
@@ -215,7 +216,7 @@ func TestRedisDownAtStart(t *testing.T) {
 			t.Fatalf("publish %d while down: %v, want ErrDown", i, err)
 		}
 	}
-	if got := counter(t, reg, "callwire_broker_popups_total", "failed"); got != 3 {
+	if got := metrictest.Sum(t, reg, "callwire_broker_popups_total", "outcome", "failed"); got != 3 {
 		t.Errorf("failed = %v, want 3", got)
 	}
 	if _, err := r.Subscribe(t.Context(), org, []string{"main"}); !errors.Is(err, popup.ErrDown) {
@@ -224,7 +225,7 @@ func TestRedisDownAtStart(t *testing.T) {
 
 	srv.Start()
 	waitUp(t, r, true)
-	if got := counter(t, reg, "callwire_broker_up", ""); got != 1 {
+	if got := metrictest.Sum(t, reg, "callwire_broker_up"); got != 1 {
 		t.Errorf("callwire_broker_up = %v once up, want 1", got)
 	}
 	sub, err := r.Subscribe(t.Context(), org, []string{"main"})
@@ -243,7 +244,7 @@ func TestRedisDownAtStart(t *testing.T) {
 	srv.Stop()
 	popuptest.Ended(t, sub)
 	waitUp(t, r, false)
-	if got := counter(t, reg, "callwire_broker_up", ""); got != 0 {
+	if got := metrictest.Sum(t, reg, "callwire_broker_up"); got != 0 {
 		t.Errorf("callwire_broker_up = %v after Redis stopped, want 0", got)
 	}
 	srv.Start()
@@ -281,13 +282,15 @@ func TestRedisDropsMalformedMessages(t *testing.T) {
 	if got := popuptest.Receive(t, sub); got.ID != "good" {
 		t.Fatalf("got %q, want only the good popup", got.ID)
 	}
-	if got := counter(t, reg, "callwire_broker_popups_total", "malformed"); got != 4 {
+	if got := metrictest.Sum(t, reg, "callwire_broker_popups_total", "outcome", "malformed"); got != 4 {
 		t.Errorf("malformed = %v, want 4", got)
 	}
 	// The subscription counts a delivery after handing the popup over, so the count may trail
 	// the receive by a moment.
-	testwait.Poll(5*time.Second, func() bool { return counter(t, reg, "callwire_broker_popups_total", "delivered") == 1 })
-	if got := counter(t, reg, "callwire_broker_popups_total", "delivered"); got != 1 {
+	testwait.Poll(5*time.Second, func() bool {
+		return metrictest.Sum(t, reg, "callwire_broker_popups_total", "outcome", "delivered") == 1
+	})
+	if got := metrictest.Sum(t, reg, "callwire_broker_popups_total", "outcome", "delivered"); got != 1 {
 		t.Errorf("delivered = %v, want 1", got)
 	}
 }

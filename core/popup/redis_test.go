@@ -13,6 +13,7 @@ import (
 
 	"github.com/callwire/callwire/core/popup"
 	"github.com/callwire/callwire/core/popup/popuptest"
+	"github.com/callwire/callwire/internal/metrictest"
 )
 
 func newRedis(t *testing.T, url string, o popup.RedisOptions) *popup.Redis {
@@ -105,7 +106,7 @@ func TestRedisPublishesOnceAcrossBrokers(t *testing.T) {
 	}
 	var repeats float64
 	for _, reg := range regs {
-		repeats += counter(t, reg, "callwire_broker_popups_total", "repeat")
+		repeats += metrictest.Sum(t, reg, "callwire_broker_popups_total", "outcome", "repeat")
 	}
 	if repeats != popuptest.Copies-1 {
 		t.Errorf("repeat = %v across the brokers, want %d", repeats, popuptest.Copies-1)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/callwire/callwire/core/store"
+	"github.com/callwire/callwire/internal/metrictest"
 )
 
 // fakeStore keeps a backlog of due calls per organization, each with two events.
@@ -40,30 +41,6 @@ func (f *fakeStore) PurgeCalls(_ context.Context, org string, cutoff time.Time, 
 	n := min(limit, f.backlog[org])
 	f.backlog[org] -= n
 	return store.Purged{Calls: n, Events: 2 * n}, nil
-}
-
-// metric returns the value of the single-series counter or gauge name in reg; -1 when absent.
-func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name || len(mf.GetMetric()) != 1 {
-			continue
-		}
-		m := mf.GetMetric()[0]
-		switch {
-		case m.GetCounter() != nil:
-			return m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			return m.GetGauge().GetValue()
-		case m.GetHistogram() != nil:
-			return float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return -1
 }
 
 var t0 = time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
@@ -122,16 +99,16 @@ func TestSweepTakesEachOrganizationsRetention(t *testing.T) {
 			t.Errorf("paused %s, want the batch pause", d)
 		}
 	}
-	if n := metric(t, reg, "callwire_retention_calls_removed_total"); n != 8 {
+	if n := metrictest.Sum(t, reg, "callwire_retention_calls_removed_total"); n != 8 {
 		t.Errorf("callwire_retention_calls_removed_total = %v, want 8", n)
 	}
-	if n := metric(t, reg, "callwire_retention_events_removed_total"); n != 16 {
+	if n := metrictest.Sum(t, reg, "callwire_retention_events_removed_total"); n != 16 {
 		t.Errorf("callwire_retention_events_removed_total = %v, want 16", n)
 	}
-	if n := metric(t, reg, "callwire_retention_last_sweep_timestamp_seconds"); n != float64(t0.Unix()) {
+	if n := metrictest.Sum(t, reg, "callwire_retention_last_sweep_timestamp_seconds"); n != float64(t0.Unix()) {
 		t.Errorf("callwire_retention_last_sweep_timestamp_seconds = %v, want %d", n, t0.Unix())
 	}
-	if n := metric(t, reg, "callwire_retention_batch_seconds"); n != 5 {
+	if n := metrictest.Sum(t, reg, "callwire_retention_batch_seconds"); n != 5 {
 		t.Errorf("callwire_retention_batch_seconds counted %v batches, want 5", n)
 	}
 }
@@ -173,7 +150,7 @@ func TestSweepGoesOnPastAFailingOrganization(t *testing.T) {
 	if n := len(f.purges); n != 4 {
 		t.Errorf("%d batches, want a tried once and b three times", n)
 	}
-	if n := metric(t, reg, "callwire_retention_failures_total"); n != 1 {
+	if n := metrictest.Sum(t, reg, "callwire_retention_failures_total"); n != 1 {
 		t.Errorf("callwire_retention_failures_total = %v, want 1", n)
 	}
 }
