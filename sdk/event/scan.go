@@ -106,14 +106,8 @@ func (s *scanner) reset() {
 // The most members or elements a Parser's stacks keep room for, and the most bytes of scratch.
 const stackKept, scratchKept = 1024, 16 << 10
 
-// scanTree returns the tree of data, or ok false when data is not one valid JSON value with
-// nothing but white space after it, or nests deeper than maxDepth.
-func scanTree(data []byte) (n *node, ok bool) {
-	var s scanner
-	return s.tree(data)
-}
-
-// tree is scanTree with s's arenas.
+// tree returns the tree of data, read with s's arenas, or ok false when data is not one valid
+// JSON value with nothing but white space after it, or nests deeper than maxDepth.
 func (s *scanner) tree(data []byte) (n *node, ok bool) {
 	s.text, s.i = string(data), 0
 	n, ok = s.value(0)

@@ -109,3 +109,9 @@ func (n *node) dups() []string {
 	}
 	return *n.dupKeys
 }
+
+// scanTree is the tree of data read with a new scanner (see scanner.tree).
+func scanTree(data []byte) (n *node, ok bool) {
+	var s scanner
+	return s.tree(data)
+}
