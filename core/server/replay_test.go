@@ -33,6 +33,7 @@ func TestPopupStreamReplaysRingingCalls(t *testing.T) {
 
 		desk := e.stream(deskID, deskSecret, "?locations=front")
 		desk.ready()
+		desk.settled() // nothing rings yet: the replay is empty, and seen comes live
 		post(evNow("call_received", "seen", 0, `,"locations":["front"]`))
 		seen := desk.popup()
 		if seen.ProviderCallID != "seen" {
@@ -55,6 +56,7 @@ func TestPopupStreamReplaysRingingCalls(t *testing.T) {
 			t.Errorf("replayed %+v, want the missed call's popup", p)
 		}
 		again.quiet(3 * streamHeartbeat)
+		again.settled()
 
 		// Live popups follow; the replayed one does not come again.
 		post(evNow("call_received", "next", 0, `,"locations":["front"]`))

@@ -129,6 +129,30 @@ func (s *popupStream) ready() {
 	}
 }
 
+// settled waits for a heartbeat comment, failing on any event before it and after 10 seconds.
+// The server starts its heartbeats only once it has written the stream's replay, so a popup
+// published after settled returns reaches the stream live, never by the replay.
+func (s *popupStream) settled() {
+	s.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				s.t.Fatal("the stream ended")
+			}
+			if ev.Comment == "" {
+				s.t.Fatalf("unexpected event %+v before a heartbeat", ev)
+			}
+			if strings.HasPrefix(ev.Comment, "heartbeat") {
+				return
+			}
+		case <-timeout:
+			s.t.Fatal("no heartbeat within 10s")
+		}
+	}
+}
+
 // quiet fails if anything but comments arrives within d.
 func (s *popupStream) quiet(d time.Duration) {
 	s.t.Helper()
