@@ -84,6 +84,13 @@ func (e *env) streamWith(clientID, secret, query, lastEventID string) *popupStre
 // next returns the next event that is not a comment, failing after 10 seconds.
 func (s *popupStream) next() ssetest.Event {
 	s.t.Helper()
+	return s.await("event", func(ev ssetest.Event) bool { return ev.Comment == "" })
+}
+
+// await returns the first event or comment that match accepts, skipping the others, failing
+// when the stream ends or after 10 seconds without one; want names it in the failure.
+func (s *popupStream) await(want string, match func(ssetest.Event) bool) ssetest.Event {
+	s.t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
 		select {
@@ -91,11 +98,11 @@ func (s *popupStream) next() ssetest.Event {
 			if !ok {
 				s.t.Fatal("the stream ended")
 			}
-			if ev.Comment == "" {
+			if match(ev) {
 				return ev
 			}
 		case <-timeout:
-			s.t.Fatal("no event within 10s")
+			s.t.Fatalf("no %s within 10s", want)
 		}
 	}
 }
@@ -134,23 +141,12 @@ func (s *popupStream) ready() {
 // published after settled returns reaches the stream live, never by the replay.
 func (s *popupStream) settled() {
 	s.t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case ev, ok := <-s.events:
-			if !ok {
-				s.t.Fatal("the stream ended")
-			}
-			if ev.Comment == "" {
-				s.t.Fatalf("unexpected event %+v before a heartbeat", ev)
-			}
-			if strings.HasPrefix(ev.Comment, "heartbeat") {
-				return
-			}
-		case <-timeout:
-			s.t.Fatal("no heartbeat within 10s")
+	s.await("heartbeat", func(ev ssetest.Event) bool {
+		if ev.Comment == "" {
+			s.t.Fatalf("unexpected event %+v before a heartbeat", ev)
 		}
-	}
+		return strings.HasPrefix(ev.Comment, "heartbeat")
+	})
 }
 
 // quiet fails if anything but comments arrives within d.
